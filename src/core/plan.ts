@@ -1,0 +1,97 @@
+// The plan: what a session's mount materialises. The control plane builds it;
+// the daemon turns it into its in-memory tree and never asks anything else
+// for metadata.
+//
+// Materialised set: when every scope the session may load fits in the
+// prefetch threshold, all of them; otherwise account + bound team + mounted
+// teams. A scope never enters a plan unless CanLoadScope allowed it.
+
+import { createHash } from 'node:crypto';
+import { ACCOUNT_SCOPE, compareScopes, teamScope, type ScopeName } from './scope.js';
+
+export interface PlanFile {
+  /** Path inside the scope, `/`-separated, no leading slash. */
+  readonly path: string;
+  readonly size: number;
+  readonly mtimeMs: number;
+  readonly sha256: string;
+}
+
+export interface ScopeSnapshot {
+  readonly scope: ScopeName;
+  /** sha256 over the sorted (path, sha256) list: changes iff any file does. */
+  readonly version: string;
+  readonly totalBytes: number;
+  /** Sorted by path. */
+  readonly files: readonly PlanFile[];
+}
+
+export type PlanMode = 'all-loadable' | 'bound-and-mounted';
+
+export interface Plan {
+  readonly sessionId: string;
+  /** sha256 over mode and each scope's (name, version): the plan's ETag. */
+  readonly version: string;
+  readonly threshold: number;
+  readonly mode: PlanMode;
+  /** Teams the session has mounted through the read tool, in mount order. */
+  readonly mounted: readonly string[];
+  readonly scopes: readonly ScopeSnapshot[];
+}
+
+export function comparePaths(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+export function scopeVersion(files: readonly Pick<PlanFile, 'path' | 'sha256'>[]): string {
+  const sorted = [...files].sort((x, y) => comparePaths(x.path, y.path));
+  const hash = createHash('sha256');
+  for (const f of sorted) hash.update(`${f.path}\0${f.sha256}\n`);
+  return hash.digest('hex');
+}
+
+export function snapshotScope(scope: ScopeName, files: readonly PlanFile[]): ScopeSnapshot {
+  const sorted = [...files].sort((x, y) => comparePaths(x.path, y.path));
+  let totalBytes = 0;
+  for (const f of sorted) totalBytes += f.size;
+  return { scope, version: scopeVersion(sorted), totalBytes, files: sorted };
+}
+
+export interface PlanInput {
+  readonly sessionId: string;
+  readonly threshold: number;
+  /** Every scope CanLoadScope allows for the session right now. */
+  readonly loadable: readonly ScopeSnapshot[];
+  readonly boundTeam?: string | undefined;
+  readonly mounted: readonly string[];
+}
+
+/** Which loadable scopes to materialise; pure so it can be tested exhaustively. */
+export function selectScopes(input: PlanInput): { mode: PlanMode; scopes: ScopeSnapshot[] } {
+  const total = input.loadable.reduce((sum, s) => sum + s.totalBytes, 0);
+  const sorted = [...input.loadable].sort((a, b) => compareScopes(a.scope, b.scope));
+  if (total <= input.threshold) return { mode: 'all-loadable', scopes: sorted };
+  const keep = new Set<ScopeName>([ACCOUNT_SCOPE]);
+  if (input.boundTeam !== undefined) keep.add(teamScope(input.boundTeam));
+  for (const team of input.mounted) keep.add(teamScope(team));
+  return { mode: 'bound-and-mounted', scopes: sorted.filter((s) => keep.has(s.scope)) };
+}
+
+export function planVersion(mode: PlanMode, scopes: readonly Pick<ScopeSnapshot, 'scope' | 'version'>[], mounted: readonly string[]): string {
+  const hash = createHash('sha256').update(`${mode}\n`);
+  for (const s of scopes) hash.update(`${s.scope}\0${s.version}\n`);
+  hash.update(`mounted\0${mounted.join(',')}\n`);
+  return hash.digest('hex');
+}
+
+export function buildPlan(input: PlanInput): Plan {
+  const { mode, scopes } = selectScopes(input);
+  return {
+    sessionId: input.sessionId,
+    version: planVersion(mode, scopes, input.mounted),
+    threshold: input.threshold,
+    mode,
+    mounted: [...input.mounted],
+    scopes,
+  };
+}

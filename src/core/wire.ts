@@ -1,0 +1,145 @@
+// The contract between the control plane, the mount daemon and the CLI.
+// Both HTTP surfaces speak these shapes; docs/API.md describes them for people.
+//
+// Control plane (TCP, bearer token):
+//   POST   /v1/admin/sessions            admin token   CreateSessionRequest → 201 CreateSessionResponse
+//   DELETE /v1/admin/sessions/<id>       admin token   → 204 (the runner token stops working)
+//   GET    /v1/session                   runner token  → SessionView
+//   GET    /v1/plan?threshold=N[&wait=S] runner token  → Plan (ETag "<version>"; If-None-Match → 304;
+//                                                         wait holds a 304 up to S seconds, long-poll)
+//   GET    /v1/files/<scope>/<path>      runner token  → raw bytes, header x-kfs-sha256 (action "open")
+//   GET    /v1/grants/<scope>            runner token  → GrantResponse                  (action "open")
+//   POST   /v1/read                      runner token  ReadRequest → ReadResponse       (action "read"/"mount")
+//   GET    /v1/manifest                  runner token  → ManifestResponse
+//   GET    /v1/reminder[?today=YYYY-MM-DD] runner token → ReminderResponse (marks what it reports)
+//   GET    /healthz                      none          → {"ok": true}
+// Errors: status from HTTP_STATUS below, body ErrorBody. A personal session's
+// denial is the exact response of a missing file (404, same body, same headers).
+//
+// Local control socket (daemon, HTTP over a unix socket, mode 0600, no token):
+//   POST /read      LocalReadRequest → LocalReadResult
+//   GET  /manifest  → ManifestResponse & {ok: true}
+//   GET  /reminder  → ReminderResponse & {ok: true}
+//   GET  /status    → DaemonStatus & {ok: true}
+// Errors: {ok: false, error: {code, message}} with HTTP_STATUS.
+
+import type { ErrorCode } from './errors.js';
+import type { SessionKind } from './policy.js';
+
+export const SHA256_HEADER = 'x-kfs-sha256';
+
+export const HTTP_STATUS = {
+  not_found: 404,
+  denied: 403,
+  invalid_argument: 400,
+  unauthorized: 401,
+  forbidden: 403,
+  read_only: 405,
+  unavailable: 503,
+  membership_unavailable: 503,
+  integrity: 502,
+  too_large: 413,
+  config: 500,
+  internal: 500,
+} as const satisfies Record<ErrorCode, number>;
+
+export interface ErrorBody {
+  readonly error: { readonly code: ErrorCode; readonly message: string };
+}
+
+export interface CreateSessionRequest {
+  readonly kind: SessionKind;
+  readonly creator: string;
+  readonly team?: string;
+}
+
+export interface CreateSessionResponse {
+  readonly sessionId: string;
+  readonly token: string;
+  readonly kind: SessionKind;
+  readonly creator: string;
+  readonly team?: string;
+}
+
+export interface SessionView {
+  readonly sessionId: string;
+  readonly kind: SessionKind;
+  readonly creator: string;
+  readonly team?: string;
+  /** Teams mounted through the read tool, in mount order. */
+  readonly mounted: readonly string[];
+}
+
+export interface GrantResponse {
+  readonly scope: string;
+  readonly allowed: true;
+}
+
+export interface ReadRequest {
+  /** `<scope>/<path inside the scope>`, e.g. `team_search/DUTY.md`. */
+  readonly path: string;
+  /** True when the file is not in the daemon's tree: an allowed read of a team then mounts it. */
+  readonly mount: boolean;
+}
+
+export interface ReadResponse {
+  readonly path: string;
+  readonly sha256: string;
+  readonly size: number;
+  /** File bytes, base64. */
+  readonly contentBase64: string;
+  /** True when this read mounted the team (it was not mounted before). */
+  readonly mounted: boolean;
+}
+
+export interface ManifestResponse {
+  readonly text: string;
+  readonly sha256: string;
+}
+
+export interface ReminderResponse {
+  readonly text: string;
+  readonly date: string;
+  /** Read-set paths (`<scope>/<path>`) whose bytes changed since they were read. */
+  readonly changed: readonly string[];
+  /** Read-set paths that no longer exist or can no longer be loaded. */
+  readonly deleted: readonly string[];
+}
+
+export interface LocalReadRequest {
+  /** As the agent typed it: `knowledge/…` or an absolute path under the mount. */
+  readonly path: string;
+  /** The caller's working directory, to resolve relative paths. */
+  readonly cwd: string;
+  /** In characters; default 0. */
+  readonly offset?: number;
+  /** In characters; default and maximum READ_OUTPUT_CAP. */
+  readonly limit?: number;
+}
+
+export const READ_OUTPUT_CAP = 100_000;
+
+export interface LocalReadResult {
+  readonly ok: true;
+  /** As `ls`/`find` print it from the directory holding the mount: `knowledge/…`. */
+  readonly path: string;
+  readonly content: string;
+  readonly sha256: string;
+  /** File size in bytes. */
+  readonly size: number;
+  /** Characters skipped before `content`. */
+  readonly offset: number;
+  /** True when more characters follow `content`. */
+  readonly truncated: boolean;
+  /** Total length in characters. */
+  readonly totalChars: number;
+}
+
+export interface DaemonStatus {
+  readonly mountpoint: string;
+  readonly sessionId: string;
+  readonly planVersion: string;
+  readonly files: number;
+  readonly scopes: readonly string[];
+  readonly prefetch: { readonly done: number; readonly total: number };
+}
