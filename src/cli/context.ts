@@ -1,0 +1,30 @@
+// What a command needs from the outside world, injected so commands can be
+// driven in-process by tests as well as from bin/.
+
+export interface CliContext {
+  readonly stdout: NodeJS.WritableStream;
+  readonly stderr: NodeJS.WritableStream;
+  readonly env: NodeJS.ProcessEnv;
+  readonly cwd: string;
+  /** Resolves when the command should stop (SIGINT/SIGTERM for long-running commands). */
+  readonly stopSignal: () => Promise<string>;
+}
+
+export function processContext(): CliContext {
+  return {
+    stdout: process.stdout,
+    stderr: process.stderr,
+    env: process.env,
+    cwd: process.cwd(),
+    stopSignal: () =>
+      new Promise((resolve) => {
+        const onSignal = (signal: string) => {
+          process.off('SIGINT', onSignal);
+          process.off('SIGTERM', onSignal);
+          resolve(signal);
+        };
+        process.on('SIGINT', onSignal);
+        process.on('SIGTERM', onSignal);
+      }),
+  };
+}
