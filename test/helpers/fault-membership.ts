@@ -1,0 +1,148 @@
+// A membership service for `serve --membership-url`: `GET /users/<u>/teams`
+// → {"teams": [...]}, 404 for an unknown user. Memberships are mutable (for
+// revocation tests) and the service can be switched to fail the ways a real
+// one does: down (port closed), slow, hanging, 500, garbage bodies, or 404 for
+// everyone. Every call is counted so tests can check that account and
+// bound-team decisions never consult it.
+
+import { createServer, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
+
+export type MembershipMode =
+  | { readonly kind: 'ok' }
+  /** The port is closed: connections are refused. */
+  | { readonly kind: 'down' }
+  /** Answer correctly after `ms`. */
+  | { readonly kind: 'slow'; readonly ms: number }
+  /** Never answer. */
+  | { readonly kind: 'hang' }
+  | { readonly kind: 'status'; readonly status: number }
+  /** 200 with a body that is not `{"teams": [string...]}`; `body` picks which. */
+  | { readonly kind: 'garbage'; readonly body?: string }
+  /** Every user is unknown. */
+  | { readonly kind: 'not-found' };
+
+export interface FaultMembership {
+  /** Base URL to pass as `--membership-url`, e.g. `http://127.0.0.1:PORT`. */
+  readonly url: string;
+  readonly port: number;
+  setMode(mode: MembershipMode): Promise<void>;
+  setTeams(user: string, teams: readonly string[]): void;
+  removeUser(user: string): void;
+  teamsOf(user: string): readonly string[] | undefined;
+  /** Calls answered or attempted since the last reset, per user. */
+  calls(user?: string): number;
+  resetCalls(): void;
+  close(): Promise<void>;
+}
+
+export const GARBAGE_BODIES = [
+  '<html>oops</html>',
+  '{"teams": "payments"}',
+  '{"teams": [1, 2]}',
+  '{"team": ["payments"]}',
+  '[]',
+  '',
+  '{"teams": ["payments"',
+] as const;
+
+export async function startFaultMembership(
+  initial: Record<string, readonly string[]>,
+  options: { port?: number } = {},
+): Promise<FaultMembership> {
+  const members = new Map<string, readonly string[]>(Object.entries(initial));
+  const callsByUser = new Map<string, number>();
+  let mode: MembershipMode = { kind: 'ok' };
+  const sockets = new Set<Socket>();
+  const hung = new Set<ServerResponse>();
+
+  const server: Server = createServer((req, res) => {
+    const match = /^\/users\/([^/?]+)\/teams(?:\?.*)?$/.exec(req.url ?? '');
+    const user = match ? decodeURIComponent(match[1] ?? '') : '';
+    callsByUser.set(user, (callsByUser.get(user) ?? 0) + 1);
+    const json = (status: number, body: unknown) => {
+      res.writeHead(status, { 'content-type': 'application/json' });
+      res.end(typeof body === 'string' ? body : JSON.stringify(body));
+    };
+    const answer = () => {
+      if (req.method !== 'GET' || !match) return json(404, { error: 'no such route' });
+      const teams = members.get(user);
+      if (teams === undefined) return json(404, { error: 'unknown user' });
+      return json(200, { teams });
+    };
+    switch (mode.kind) {
+      case 'ok':
+      case 'down':
+        return answer();
+      case 'slow':
+        setTimeout(answer, mode.ms);
+        return;
+      case 'hang':
+        hung.add(res);
+        res.on('close', () => hung.delete(res));
+        return;
+      case 'status':
+        return json(mode.status, { error: 'injected failure' });
+      case 'garbage':
+        return json(200, mode.body ?? GARBAGE_BODIES[0]);
+      case 'not-found':
+        return json(404, { error: 'unknown user' });
+    }
+  });
+  server.on('connection', (s) => {
+    sockets.add(s);
+    s.on('close', () => sockets.delete(s));
+    s.on('error', () => undefined);
+  });
+
+  const listen = (port: number) =>
+    new Promise<number>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(port, '127.0.0.1', () => {
+        server.off('error', reject);
+        resolve((server.address() as AddressInfo).port);
+      });
+    });
+  const stop = () =>
+    new Promise<void>((resolve) => {
+      for (const r of hung) r.destroy();
+      for (const s of sockets) s.destroy();
+      if (!server.listening) return resolve();
+      server.close(() => resolve());
+    });
+
+  const port = await listen(options.port ?? 0);
+
+  return {
+    url: `http://127.0.0.1:${port}`,
+    port,
+    async setMode(next) {
+      const wasDown = mode.kind === 'down';
+      mode = next;
+      if (next.kind === 'down' && !wasDown) await stop();
+      if (next.kind !== 'down' && wasDown) await listen(port);
+      if (next.kind !== 'hang') for (const r of hung) r.destroy();
+    },
+    setTeams(user, teams) {
+      members.set(user, [...teams]);
+    },
+    removeUser(user) {
+      members.delete(user);
+    },
+    teamsOf(user) {
+      return members.get(user);
+    },
+    calls(user) {
+      if (user !== undefined) return callsByUser.get(user) ?? 0;
+      let n = 0;
+      for (const v of callsByUser.values()) n += v;
+      return n;
+    },
+    resetCalls() {
+      callsByUser.clear();
+    },
+    async close() {
+      await stop();
+    },
+  };
+}
