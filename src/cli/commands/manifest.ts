@@ -1,11 +1,63 @@
-import type { Command } from 'commander';
-import type { CliContext } from '../context.js';
-import type { CommandResult } from '../main.js';
+// `knowledgefs manifest` and `knowledgefs reminder`: the stable prompt prefix
+// and the volatile tail, fetched from the mount daemon's control socket (the
+// control plane assembles both). Plain output is the text exactly as served,
+// so a harness can hash or cache it; --json adds the sha256 (manifest) or the
+// changed/deleted lists (reminder).
 
-export function registerManifest(program: Command, _ctx: CliContext, _result: CommandResult): void {
-  program.command('manifest').description('(not built yet)');
+import type { Command } from 'commander';
+import { errorCodeOf, isKnowledgeError } from '../../core/errors.js';
+import type { CliContext } from '../context.js';
+import { EXIT, EXIT_FOR_CODE } from '../exit-codes.js';
+import type { CommandResult } from '../main.js';
+import { SocketClient } from '../socket-client.js';
+import { resolveSocketPath, writeJsonError } from './socket-command.js';
+
+interface SocketOptions {
+  socket?: string;
+  json?: boolean;
 }
 
-export function registerReminder(program: Command, _ctx: CliContext, _result: CommandResult): void {
-  program.command('reminder').description('(not built yet)');
+async function run<T extends { text: string }>(
+  ctx: CliContext,
+  result: CommandResult,
+  opts: SocketOptions,
+  fetch: (client: SocketClient) => Promise<T>,
+  toJson: (value: T) => unknown,
+): Promise<void> {
+  const client = new SocketClient(resolveSocketPath(opts.socket, ctx));
+  let value: T;
+  try {
+    value = await fetch(client);
+  } catch (err) {
+    if (opts.json && isKnowledgeError(err)) {
+      writeJsonError(ctx, err);
+      result.code = EXIT_FOR_CODE[errorCodeOf(err)];
+      return;
+    }
+    throw err;
+  }
+  ctx.stdout.write(opts.json ? `${JSON.stringify(toJson(value))}\n` : value.text);
+  result.code = EXIT.ok;
+}
+
+export function registerManifest(program: Command, ctx: CliContext, result: CommandResult): void {
+  program
+    .command('manifest')
+    .description('Print the session\'s manifest: browsing guidance and the DUTY.md of each advertised and mounted scope.')
+    .option('--socket <path>', 'the mount daemon\'s control socket (default: $KNOWLEDGEFS_SOCKET or the standard path)')
+    .option('--json', 'print {"ok": true, text, sha256}')
+    .action(async (opts: SocketOptions) => {
+      await run(ctx, result, opts, (c) => c.manifest(), (m) => ({ ok: true, text: m.text, sha256: m.sha256 }));
+    });
+}
+
+export function registerReminder(program: Command, ctx: CliContext, result: CommandResult): void {
+  program
+    .command('reminder')
+    .description('Print today\'s date and the files read earlier that changed or vanished since (each reported once).')
+    .option('--socket <path>', 'the mount daemon\'s control socket (default: $KNOWLEDGEFS_SOCKET or the standard path)')
+    .option('--json', 'print {"ok": true, text, date, changed, deleted}')
+    .action(async (opts: SocketOptions) => {
+      await run(ctx, result, opts, (c) => c.reminder(), (r) => ({ ok: true, text: r.text, date: r.date, changed: r.changed, deleted: r.deleted }));
+    });
 }

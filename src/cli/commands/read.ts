@@ -1,7 +1,70 @@
-import type { Command } from 'commander';
-import type { CliContext } from '../context.js';
-import type { CommandResult } from '../main.js';
+// `knowledgefs read PATH`: the agent's read tool. It asks the mount daemon's
+// control socket, which gets a fresh control-plane decision, so this is the
+// one path that brings in an eligible team that is not on disk yet (and
+// mounts it). Plain output is the file's text; past 100 000 characters a
+// stderr line says how to page on. Errors go to stderr (or stdout as JSON
+// with --json) with the exit code of their kind: a personal session's
+// hidden denial prints exactly what a missing file prints.
 
-export function registerRead(program: Command, _ctx: CliContext, _result: CommandResult): void {
-  program.command('read').description('(not built yet)');
+import type { Command } from 'commander';
+import { errorCodeOf, isKnowledgeError } from '../../core/errors.js';
+import { READ_OUTPUT_CAP, type LocalReadResult } from '../../core/wire.js';
+import type { CliContext } from '../context.js';
+import { EXIT, EXIT_FOR_CODE } from '../exit-codes.js';
+import { optionParser, type CommandResult } from '../main.js';
+import { SocketClient } from '../socket-client.js';
+import { parseCount, resolveSocketPath, shellQuote, writeJsonError } from './socket-command.js';
+
+interface ReadOptions {
+  socket?: string;
+  offset?: number;
+  limit?: number;
+  json?: boolean;
+}
+
+function truncationLine(typed: string, res: LocalReadResult, limit: number | undefined): string {
+  const next = res.offset + [...res.content].length;
+  const limitFlag = limit === undefined ? '' : ` --limit ${limit}`;
+  return `… truncated at character ${next} of ${res.totalChars}; continue with: knowledgefs read ${shellQuote(typed)} --offset ${next}${limitFlag}\n`;
+}
+
+export function registerRead(program: Command, ctx: CliContext, result: CommandResult): void {
+  program
+    .command('read')
+    .description('Print a knowledge file; loads (and mounts) an eligible team that is not on disk yet.')
+    .argument('<path>', 'as ls/find print it: knowledge/<scope>/<path>, or an absolute path under the mount')
+    .option('--socket <path>', 'the mount daemon\'s control socket (default: $KNOWLEDGEFS_SOCKET or the standard path)')
+    .option('--offset <n>', 'characters to skip before printing', optionParser((t) => parseCount(t, 0)))
+    .option('--limit <n>', `characters to print at most (1..${READ_OUTPUT_CAP}, default ${READ_OUTPUT_CAP})`, optionParser((t) => parseCount(t, 1, READ_OUTPUT_CAP)))
+    .option('--json', 'print {"ok", path, content, sha256, size, offset, truncated} or {"ok": false, "error"}')
+    .action(async (path: string, opts: ReadOptions) => {
+      const client = new SocketClient(resolveSocketPath(opts.socket, ctx));
+      let res: LocalReadResult;
+      try {
+        res = await client.read({
+          path,
+          cwd: ctx.cwd,
+          ...(opts.offset === undefined ? {} : { offset: opts.offset }),
+          ...(opts.limit === undefined ? {} : { limit: opts.limit }),
+        });
+      } catch (err) {
+        if (!isKnowledgeError(err)) throw err;
+        if (opts.json) {
+          writeJsonError(ctx, err);
+          result.code = EXIT_FOR_CODE[errorCodeOf(err)];
+          return;
+        }
+        throw err;
+      }
+      if (opts.json) {
+        ctx.stdout.write(`${JSON.stringify(res)}\n`);
+      } else {
+        ctx.stdout.write(res.content);
+        if (res.truncated) {
+          const sep = res.content === '' || res.content.endsWith('\n') ? '' : '\n';
+          ctx.stderr.write(`${sep}${truncationLine(path, res, opts.limit)}`);
+        }
+      }
+      result.code = EXIT.ok;
+    });
 }
