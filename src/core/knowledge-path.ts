@@ -51,7 +51,6 @@ export function resolveKnowledgePath(input: string, cwd: string, mountpoint: str
 
   const root = posix.normalize(mountpoint).replace(/(.)\/+$/, '$1');
   const base = posix.basename(root);
-  const parent = posix.dirname(root);
 
   let abs: string;
   if (posix.isAbsolute(input)) {
@@ -60,7 +59,7 @@ export function resolveKnowledgePath(input: string, cwd: string, mountpoint: str
     const first = input.split('/')[0];
     // `knowledge/…` (or `<basename>/…`) is how ls/find print it from the mount's parent,
     // wherever the agent's shell happens to be.
-    abs = first === KNOWLEDGE_DIR || first === base ? posix.join(parent, input) : posix.join(cwd, input);
+    abs = first === KNOWLEDGE_DIR || first === base ? posix.join(root, input.slice((first ?? '').length)) : posix.join(cwd, input);
   }
   // normalize keeps one trailing slash: remember it, then drop it to compare.
   const trailingSlash = abs.length > 1 && abs.endsWith('/');
