@@ -1,7 +1,114 @@
-import type { Command } from 'commander';
-import type { CliContext } from '../context.js';
-import type { CommandResult } from '../main.js';
+// `knowledgefs serve`: the embedded control plane in the foreground.
+// Prints exactly one stdout line when ready, `listening on http://HOST:PORT`;
+// logs go to stderr. SIGINT/SIGTERM close cleanly and exit 0.
+//
+// Admin token: --admin-token-file, else $KNOWLEDGEFS_ADMIN_TOKEN, else the
+// file DATA/.knowledgefs/admin-token (created with a fresh random token, mode
+// 0600, on first start; reused after), whose path is printed on stderr.
 
-export function registerServe(program: Command, _ctx: CliContext, _result: CommandResult): void {
-  program.command('serve').description('(not built yet)');
+import type { Command } from 'commander';
+import { randomBytes } from 'node:crypto';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
+import { KnowledgeError } from '../../core/errors.js';
+import { parseDuration, parseSize } from '../../core/units.js';
+import { parseListen, serveControlPlane } from '../../server/control-plane.js';
+import { DEFAULTS, internalDir } from '../../server/options.js';
+import type { CliContext } from '../context.js';
+import { EXIT } from '../exit-codes.js';
+import { optionParser, type CommandResult } from '../main.js';
+
+export const ADMIN_TOKEN_ENV = 'KNOWLEDGEFS_ADMIN_TOKEN';
+
+interface ServeFlags {
+  data: string;
+  listen: string;
+  state?: string;
+  adminTokenFile?: string;
+  membershipUrl?: string;
+  membershipTimeout: number;
+  auditLog?: string;
+  scanInterval: number;
+  maxFileSize: number;
+}
+
+export async function readTokenFile(file: string, what: string): Promise<string> {
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (err) {
+    throw new KnowledgeError('config', `${what} ${file}: cannot read (${(err as NodeJS.ErrnoException).code ?? String(err)})`);
+  }
+  const token = text.trim();
+  if (token === '') throw new KnowledgeError('config', `${what} ${file}: empty`);
+  return token;
+}
+
+async function resolveAdminToken(flags: ServeFlags, dataDir: string, ctx: CliContext): Promise<string> {
+  if (flags.adminTokenFile !== undefined) return readTokenFile(resolve(ctx.cwd, flags.adminTokenFile), '--admin-token-file');
+  const fromEnv = ctx.env[ADMIN_TOKEN_ENV];
+  if (fromEnv !== undefined && fromEnv.trim() !== '') return fromEnv.trim();
+  const file = join(internalDir(dataDir), 'admin-token');
+  let token: string;
+  try {
+    token = (await readFile(file, 'utf8')).trim();
+  } catch {
+    token = '';
+  }
+  if (token === '') {
+    token = `kfsadmin_${randomBytes(32).toString('base64url')}`;
+    await mkdir(internalDir(dataDir), { recursive: true, mode: 0o700 });
+    await writeFile(file, `${token}\n`, { mode: 0o600 });
+  }
+  ctx.stderr.write(`admin token: ${file}\n`);
+  return token;
+}
+
+export function registerServe(program: Command, ctx: CliContext, result: CommandResult): void {
+  program
+    .command('serve')
+    .description('Run the embedded control plane: packs, sessions, CanLoadScope, plans, files, manifest, reminder.')
+    .requiredOption('--data <dir>', 'data directory: directory.json, account/, teams/<id>/')
+    .option('--listen <host:port>', 'address to listen on (port 0 picks a free port)', '127.0.0.1:7420')
+    .option('--state <file>', 'session state file (default DATA/.knowledgefs/state.json)')
+    .option('--admin-token-file <file>', `admin token file (else $${ADMIN_TOKEN_ENV}, else generated into DATA/.knowledgefs/admin-token)`)
+    .option('--membership-url <url>', 'external membership service: GET <url>/users/<user>/teams (default: directory.json)')
+    .option('--membership-timeout <duration>', 'timeout of one membership request', optionParser(parseDuration), DEFAULTS.membershipTimeoutMs)
+    .option('--audit-log <file>', 'audit log, one JSON line per decision (default DATA/.knowledgefs/audit.log)')
+    .option('--scan-interval <duration>', 'pause between rescans of the data directory', optionParser(parseDuration), DEFAULTS.scanIntervalMs)
+    .option('--max-file-size <size>', 'files larger than this are skipped with a log line', optionParser(parseSize), DEFAULTS.maxFileSize)
+    .addHelpText(
+      'after',
+      `
+Examples:
+  knowledgefs serve --data ./examples/data
+  knowledgefs serve --data /srv/knowledge --listen 0.0.0.0:7420 --admin-token-file /run/secrets/kfs-admin
+  knowledgefs serve --data /srv/knowledge --membership-url http://people.internal:8080 --membership-timeout 1s`,
+    )
+    .action(async (flags: ServeFlags) => {
+      const dataDir = resolve(ctx.cwd, flags.data);
+      const { host, port } = parseListen(flags.listen);
+      const adminToken = await resolveAdminToken(flags, dataDir, ctx);
+      const log = (line: string) => ctx.stderr.write(`${line}\n`);
+      const cp = await serveControlPlane({
+        dataDir,
+        host,
+        port,
+        adminToken,
+        membershipUrl: flags.membershipUrl,
+        membershipTimeoutMs: flags.membershipTimeout,
+        scanIntervalMs: flags.scanInterval,
+        maxFileSize: flags.maxFileSize,
+        log,
+        ...(flags.state !== undefined ? { stateFile: resolve(ctx.cwd, flags.state) } : {}),
+        ...(flags.auditLog !== undefined ? { auditLog: resolve(ctx.cwd, flags.auditLog) } : {}),
+      });
+      const files = cp.store.scopes().reduce((n, s) => n + s.files.length, 0);
+      log(`serving ${dataDir}: ${cp.store.scopes().length} scopes, ${files} files, ${cp.registry.size} sessions`);
+      ctx.stdout.write(`listening on ${cp.url}\n`);
+      const signal = await ctx.stopSignal();
+      log(`${signal}: shutting down`);
+      await cp.close();
+      result.code = EXIT.ok;
+    });
 }

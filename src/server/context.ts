@@ -1,0 +1,66 @@
+// What every route handler gets: the stores, the membership source, the audit
+// sink and the options. One per control plane; no HTTP in it.
+
+import { KnowledgeError } from '../core/errors.js';
+import { createScopeEvaluator, type Decision, type SessionIdentity } from '../core/policy.js';
+import type { ScopeName } from '../core/scope.js';
+import { notFound, errorResponse, type ApiResponse } from './api.js';
+import { toAuditRecord, type AuditAction, type AuditSink } from './audit-log.js';
+import type { DirectorySource } from './directory-source.js';
+import { teamDenialMessage } from './guidance.js';
+import type { MembershipSource } from './membership.js';
+import type { ResolvedOptions } from './options.js';
+import type { PackStore } from './pack-store.js';
+import type { SessionRecord, SessionRegistry } from './session-registry.js';
+
+export interface RouteContext {
+  readonly options: ResolvedOptions;
+  readonly store: PackStore;
+  readonly registry: SessionRegistry;
+  readonly membership: MembershipSource;
+  readonly directory: DirectorySource;
+  readonly audit: AuditSink;
+}
+
+export function identityOf(session: SessionRecord): SessionIdentity {
+  return { id: session.id, kind: session.kind, creator: session.creator, team: session.team };
+}
+
+/**
+ * One decider per request: membership is fetched at most once (the
+ * per-request cache) and every decision is audited unless `quiet`.
+ */
+export function decider(ctx: RouteContext, session: SessionRecord) {
+  const evaluate = createScopeEvaluator(identityOf(session), (user) => ctx.membership.teamsOf(user));
+  return {
+    async decide(scope: ScopeName, action: AuditAction, quiet = false): Promise<Decision> {
+      const decision = await evaluate(scope);
+      if (!quiet) audit(ctx, session, action, decision);
+      return decision;
+    },
+  };
+}
+
+export function audit(ctx: RouteContext, session: SessionRecord, action: AuditAction, decision: Decision): void {
+  ctx.audit.append(toAuditRecord(new Date(ctx.options.now()).toISOString(), session, action, decision));
+}
+
+/**
+ * The answer to a denied request for `what` (a file path or a scope):
+ * membership failure → 503; team session → 403 with guidance; personal
+ * session → exactly the missing-file answer.
+ */
+export function denialResponse(session: SessionRecord, decision: Decision, what: string): ApiResponse {
+  if (decision.rule === 'membership-unavailable') {
+    return errorResponse(
+      'membership_unavailable',
+      `cannot decide whether this session may load ${decision.scope}: the membership source is unavailable; try again later`,
+    );
+  }
+  if (session.kind === 'team') return errorResponse('denied', teamDenialMessage(session.team, decision.scope));
+  return notFound(what);
+}
+
+export function assertNever(x: never): never {
+  throw new KnowledgeError('internal', `unexpected value ${String(x)}`);
+}

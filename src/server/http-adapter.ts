@@ -1,0 +1,90 @@
+// The thin node:http layer: raw request → ApiRequest, ApiResponse → bytes.
+// Keeps the path percent-encoded (never `new URL`, which would resolve `..`),
+// caps bodies at maxBodyBytes (413), never sends a Date header (so two
+// answers that must be identical are byte-identical), and aborts in-flight
+// long-polls when the client leaves or the server closes.
+
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { errorResponse, type ApiRequest, type ApiResponse } from './api.js';
+import type { Handler } from './router.js';
+
+export interface HttpAdapterOptions {
+  readonly maxBodyBytes: number;
+  readonly log: (line: string) => void;
+}
+
+function write(res: ServerResponse, response: ApiResponse, headOnly = false): void {
+  if (res.headersSent || res.destroyed) return;
+  res.sendDate = false;
+  const body = typeof response.body === 'string' ? Buffer.from(response.body, 'utf8') : response.body;
+  res.statusCode = response.status;
+  for (const [name, value] of Object.entries(response.headers)) res.setHeader(name, value);
+  if (response.status !== 304 && response.status !== 204) res.setHeader('content-length', body.length);
+  res.end(headOnly || response.status === 304 || response.status === 204 ? undefined : body);
+}
+
+function readBody(req: IncomingMessage, max: number): Promise<Buffer | 'too-large'> {
+  return new Promise((resolve, reject) => {
+    const declared = Number(req.headers['content-length'] ?? '0');
+    if (declared > max) {
+      req.resume();
+      resolve('too-large');
+      return;
+    }
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let done = false;
+    req.on('data', (chunk: Buffer) => {
+      if (done) return;
+      size += chunk.length;
+      if (size > max) {
+        done = true;
+        resolve('too-large');
+        return;
+      }
+      chunks.push(chunk);
+    });
+    req.on('end', () => {
+      if (!done) resolve(Buffer.concat(chunks));
+    });
+    req.on('error', reject);
+  });
+}
+
+export function createHttpServer(handler: Handler, options: HttpAdapterOptions, shutdown: AbortSignal): Server {
+  return createServer(async (req, res) => {
+    res.sendDate = false;
+    const controller = new AbortController();
+    const onShutdown = () => controller.abort();
+    shutdown.addEventListener('abort', onShutdown, { once: true });
+    res.on('close', () => {
+      controller.abort();
+      shutdown.removeEventListener('abort', onShutdown);
+    });
+    try {
+      const body = await readBody(req, options.maxBodyBytes);
+      if (body === 'too-large') {
+        res.setHeader('connection', 'close');
+        write(res, errorResponse('too_large', `request body larger than ${options.maxBodyBytes} bytes`));
+        return;
+      }
+      const url = req.url ?? '/';
+      const q = url.indexOf('?');
+      const apiRequest: ApiRequest = {
+        method: req.method ?? 'GET',
+        rawPath: q < 0 ? url : url.slice(0, q),
+        query: new URLSearchParams(q < 0 ? '' : url.slice(q + 1)),
+        authorization: req.headers.authorization,
+        ifNoneMatch: req.headers['if-none-match'],
+        body,
+        signal: controller.signal,
+      };
+      const isHead = apiRequest.method === 'HEAD';
+      const response = await handler(isHead ? { ...apiRequest, method: 'GET' } : apiRequest);
+      write(res, response, isHead);
+    } catch (err) {
+      options.log(`request failed: ${err instanceof Error ? err.message : String(err)}`);
+      write(res, errorResponse('internal', 'internal error (logged by the control plane)'));
+    }
+  });
+}

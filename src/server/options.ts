@@ -1,0 +1,106 @@
+// The one documented options type of the control plane. `knowledgefs serve`
+// fills it from flags; tests fill it directly. Every option's meaning and
+// default is here, validated once at start with a message naming the option.
+
+import { join } from 'node:path';
+import { KnowledgeError } from '../core/errors.js';
+
+export interface ControlPlaneOptions {
+  /** Data directory: `directory.json`, `account/`, `teams/<id>/`. Required. */
+  readonly dataDir: string;
+  /** Session state file. Default `<dataDir>/.knowledgefs/state.json`. */
+  readonly stateFile?: string;
+  /** Admin bearer token. Required (the CLI resolves flag / env / generated file). */
+  readonly adminToken: string;
+  /** External membership service; absent = memberships from directory.json. */
+  readonly membershipUrl?: string | undefined;
+  /** Per-request timeout of the membership service. Default 2 000 ms. */
+  readonly membershipTimeoutMs?: number;
+  /** Audit log (one JSON line per decision). Default `<dataDir>/.knowledgefs/audit.log`. */
+  readonly auditLog?: string;
+  /** Pause between two rescans of the data directory. Default 1 000 ms. */
+  readonly scanIntervalMs?: number;
+  /** Files larger than this are skipped (one log line). Default 64 MiB. */
+  readonly maxFileSize?: number;
+  /** Request bodies larger than this are refused with 413. Default 64 KiB. */
+  readonly maxBodyBytes?: number;
+  /** Longest long-poll a client may ask for with `wait=`. Default 30 s. */
+  readonly maxWaitMs?: number;
+  /** How often a long-poll re-checks the plan. Default 250 ms. */
+  readonly pollIntervalMs?: number;
+  /** Where log lines go. Default stderr. */
+  readonly log?: (line: string) => void;
+  /** Clock for audit times and the reminder's date. Default Date.now. */
+  readonly now?: () => number;
+}
+
+export interface ResolvedOptions {
+  readonly dataDir: string;
+  readonly stateFile: string;
+  readonly adminToken: string;
+  readonly membershipUrl: string | undefined;
+  readonly membershipTimeoutMs: number;
+  readonly auditLog: string;
+  readonly scanIntervalMs: number;
+  readonly maxFileSize: number;
+  readonly maxBodyBytes: number;
+  readonly maxWaitMs: number;
+  readonly pollIntervalMs: number;
+  readonly log: (line: string) => void;
+  readonly now: () => number;
+}
+
+export const DEFAULTS = {
+  membershipTimeoutMs: 2_000,
+  scanIntervalMs: 1_000,
+  maxFileSize: 64 * 1024 * 1024,
+  maxBodyBytes: 64 * 1024,
+  maxWaitMs: 30_000,
+  pollIntervalMs: 250,
+} as const;
+
+/** `<dataDir>/.knowledgefs`: state, audit log and generated admin token live here by default. */
+export function internalDir(dataDir: string): string {
+  return join(dataDir, '.knowledgefs');
+}
+
+function positive(name: string, value: number | undefined, fallback: number, allowZero = false): number {
+  const v = value ?? fallback;
+  if (!Number.isFinite(v) || v < 0 || (!allowZero && v === 0)) {
+    throw new KnowledgeError('config', `${name} must be a ${allowZero ? 'non-negative' : 'positive'} number, got ${String(value)}`);
+  }
+  return v;
+}
+
+export function resolveOptions(o: ControlPlaneOptions): ResolvedOptions {
+  if (!o.dataDir) throw new KnowledgeError('config', 'the data directory is required (--data DIR)');
+  if (!o.adminToken || o.adminToken.length < 16) {
+    throw new KnowledgeError('config', 'the admin token must be at least 16 characters');
+  }
+  if (o.membershipUrl !== undefined) {
+    let url: URL;
+    try {
+      url = new URL(o.membershipUrl);
+    } catch {
+      throw new KnowledgeError('config', `--membership-url: not a URL: ${o.membershipUrl}`);
+    }
+    if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+      throw new KnowledgeError('config', `--membership-url: expected http:// or https://, got ${url.protocol}`);
+    }
+  }
+  return {
+    dataDir: o.dataDir,
+    stateFile: o.stateFile ?? join(internalDir(o.dataDir), 'state.json'),
+    adminToken: o.adminToken,
+    membershipUrl: o.membershipUrl?.replace(/\/+$/, ''),
+    membershipTimeoutMs: positive('--membership-timeout', o.membershipTimeoutMs, DEFAULTS.membershipTimeoutMs),
+    auditLog: o.auditLog ?? join(internalDir(o.dataDir), 'audit.log'),
+    scanIntervalMs: positive('--scan-interval', o.scanIntervalMs, DEFAULTS.scanIntervalMs),
+    maxFileSize: positive('--max-file-size', o.maxFileSize, DEFAULTS.maxFileSize),
+    maxBodyBytes: positive('maxBodyBytes', o.maxBodyBytes, DEFAULTS.maxBodyBytes),
+    maxWaitMs: positive('maxWaitMs', o.maxWaitMs, DEFAULTS.maxWaitMs, true),
+    pollIntervalMs: positive('pollIntervalMs', o.pollIntervalMs, DEFAULTS.pollIntervalMs),
+    log: o.log ?? ((line) => process.stderr.write(`${line}\n`)),
+    now: o.now ?? Date.now,
+  };
+}

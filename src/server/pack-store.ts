@@ -1,0 +1,42 @@
+// The pack store: where scope contents come from. The embedded default reads
+// plain directories (dir-pack-store.ts); scale-out would read object storage.
+// Route handlers see only this interface, so tests wrap a real store to count
+// calls or inject faults.
+//
+// Contract: `read` returns bytes together with the sha256 of exactly those
+// bytes; it never answers with a hash taken from an older version of a file.
+
+import type { ScopeName } from '../core/scope.js';
+import type { ScopeSnapshot } from '../core/plan.js';
+
+export interface PackFile {
+  readonly bytes: Buffer;
+  readonly sha256: string;
+  readonly size: number;
+  readonly mtimeMs: number;
+}
+
+export interface PackStore {
+  /** Every scope that has a pack now, account first, then teams by id. */
+  scopes(): readonly ScopeSnapshot[];
+  /** The scope's current snapshot, or undefined if it has no pack. */
+  snapshot(scope: ScopeName): ScopeSnapshot | undefined;
+  /** The file's bytes and their hash, or null if the scope or file does not exist. */
+  read(scope: ScopeName, path: string): Promise<PackFile | null>;
+  /** Increases whenever any snapshot changes: lets pollers skip work cheaply. */
+  readonly generation: number;
+}
+
+/** Runs `fn` over `items` with at most `limit` in flight; results in input order. */
+export async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
+  const results = new Array<R>(items.length);
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (next < items.length) {
+      const i = next++;
+      results[i] = await fn(items[i] as T);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  return results;
+}

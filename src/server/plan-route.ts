@@ -1,0 +1,117 @@
+// GET /v1/plan: the scopes a session's mount materialises.
+//
+// Loadable = account + every team CanLoadScope allows (bound team; for
+// personal sessions the creator's teams that have packs; mounted teams only
+// while still allowed). ETag is `"<plan.version>"`; a matching If-None-Match
+// is 304, held up to `wait` seconds (long-poll), re-checked every
+// pollIntervalMs (membership changes included) and answered 200 as soon as
+// the plan changes. Decisions are audited when a plan is handed out (200);
+// 304s hand nothing out and write nothing, which keeps polling cheap.
+// Scope JSON is cached per snapshot so large plans are not re-serialized for
+// every runner.
+
+import { setTimeout as sleep } from 'node:timers/promises';
+import { KnowledgeError } from '../core/errors.js';
+import type { Decision } from '../core/policy.js';
+import { buildPlan, snapshotScope, type Plan, type ScopeSnapshot } from '../core/plan.js';
+import { ACCOUNT_SCOPE, teamScope } from '../core/scope.js';
+import { empty, rawJsonResponse, type ApiRequest, type ApiResponse } from './api.js';
+import { audit, decider, type RouteContext } from './context.js';
+import type { SessionRecord } from './session-registry.js';
+
+export const DEFAULT_PLAN_THRESHOLD = 256 * 1024 * 1024;
+
+const scopeJson = new WeakMap<ScopeSnapshot, string>();
+
+function serializePlan(plan: Plan): string {
+  const scopes = plan.scopes.map((s) => {
+    let json = scopeJson.get(s);
+    if (json === undefined) {
+      json = JSON.stringify(s);
+      scopeJson.set(s, json);
+    }
+    return json;
+  });
+  const head = JSON.stringify({
+    sessionId: plan.sessionId,
+    version: plan.version,
+    threshold: plan.threshold,
+    mode: plan.mode,
+    mounted: plan.mounted,
+  });
+  return `${head.slice(0, -1)},"scopes":[${scopes.join(',')}]}`;
+}
+
+export async function computePlan(
+  ctx: RouteContext,
+  session: SessionRecord,
+  threshold: number,
+): Promise<{ plan: Plan; decisions: Decision[] }> {
+  const { decide } = decider(ctx, session);
+  const candidates = new Map<string, ScopeSnapshot>();
+  for (const s of ctx.store.scopes()) candidates.set(s.scope, s);
+  // Account and the bound team are always in a plan, empty when they have no pack yet.
+  const always = [ACCOUNT_SCOPE, ...(session.team !== undefined ? [teamScope(session.team)] : [])];
+  for (const scope of always) if (!candidates.has(scope)) candidates.set(scope, snapshotScope(scope, []));
+  for (const team of session.mounted) {
+    const scope = teamScope(team);
+    if (!candidates.has(scope)) candidates.set(scope, snapshotScope(scope, []));
+  }
+  const decisions: Decision[] = [];
+  const loadable: ScopeSnapshot[] = [];
+  const allowed = new Set<string>();
+  for (const [scope, snapshot] of candidates) {
+    const d = await decide(scope, 'plan', true);
+    decisions.push(d);
+    if (!d.allowed) continue;
+    allowed.add(scope);
+    loadable.push(snapshot);
+  }
+  const mounted = session.mounted.filter((t) => allowed.has(teamScope(t)));
+  const plan = buildPlan({ sessionId: session.id, threshold, loadable, boundTeam: session.team, mounted });
+  return { plan, decisions };
+}
+
+function parseThreshold(text: string | null): number {
+  if (text === null) return DEFAULT_PLAN_THRESHOLD;
+  if (!/^\d{1,16}$/.test(text)) throw new KnowledgeError('invalid_argument', `threshold must be a number of bytes, got "${text}"`);
+  return Number(text);
+}
+
+function parseWait(text: string | null, maxMs: number): number {
+  if (text === null) return 0;
+  if (!/^\d+(\.\d+)?$/.test(text)) throw new KnowledgeError('invalid_argument', `wait must be a number of seconds, got "${text}"`);
+  return Math.min(Number(text) * 1000, maxMs);
+}
+
+function etagMatches(header: string | undefined, etag: string): boolean {
+  if (header === undefined) return false;
+  return header.split(',').some((t) => {
+    const tag = t.trim().replace(/^W\//, '');
+    return tag === etag || tag === '*';
+  });
+}
+
+export async function planRoute(ctx: RouteContext, session: SessionRecord, req: ApiRequest): Promise<ApiResponse> {
+  const threshold = parseThreshold(req.query.get('threshold'));
+  const waitMs = parseWait(req.query.get('wait'), ctx.options.maxWaitMs);
+  let { plan, decisions } = await computePlan(ctx, session, threshold);
+  let etag = `"${plan.version}"`;
+  if (etagMatches(req.ifNoneMatch, etag)) {
+    const deadline = Date.now() + waitMs;
+    let unchanged = true;
+    while (unchanged && Date.now() < deadline && !req.signal.aborted && !session.revoked) {
+      try {
+        await sleep(Math.min(ctx.options.pollIntervalMs, Math.max(1, deadline - Date.now())), undefined, { signal: req.signal });
+      } catch {
+        break; // client gone or server closing
+      }
+      ({ plan, decisions } = await computePlan(ctx, session, threshold));
+      etag = `"${plan.version}"`;
+      unchanged = etagMatches(req.ifNoneMatch, etag);
+    }
+    if (unchanged || session.revoked) return empty(304, { etag, 'cache-control': 'no-cache' });
+  }
+  for (const d of decisions) audit(ctx, session, 'plan', d);
+  return rawJsonResponse(200, serializePlan(plan), { etag, 'cache-control': 'no-cache' });
+}

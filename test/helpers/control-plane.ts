@@ -1,0 +1,192 @@
+// Control planes for tests, on 127.0.0.1 with a free port.
+//
+// startControlPlane: in-process (fast; parts can be wrapped via `deps`).
+// spawnControlPlane: the real `node bin/knowledgefs.js serve` as a child
+// process (needs `npm run build`); kill it with any signal and restart it on
+// the same port with the same state file.
+//
+// Both default to a short scan interval (100 ms in-process, 200 ms spawned)
+// so edits under the data dir show up quickly; pass your own to override.
+
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { CreateSessionRequest, CreateSessionResponse } from '../../src/core/wire.js';
+import { serveControlPlane, type ControlPlaneDeps, type ListeningControlPlane } from '../../src/server/control-plane.js';
+import type { ControlPlaneOptions } from '../../src/server/options.js';
+
+export const REPO_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+export const BIN = join(REPO_ROOT, 'bin', 'knowledgefs.js');
+
+export type SessionInput = CreateSessionRequest;
+
+export async function createSessionAt(url: string, adminToken: string, input: SessionInput): Promise<CreateSessionResponse> {
+  const res = await fetch(`${url}/v1/admin/sessions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${adminToken}`, 'content-type': 'application/json' },
+    body: JSON.stringify(input),
+  });
+  const text = await res.text();
+  if (res.status !== 201) throw new Error(`creating session ${JSON.stringify(input)}: HTTP ${res.status} ${text}`);
+  return JSON.parse(text) as CreateSessionResponse;
+}
+
+export interface TestControlPlane {
+  readonly url: string;
+  readonly adminToken: string;
+  /** The running control plane (store, registry, handler...). */
+  readonly cp: ListeningControlPlane;
+  /** Log lines so far. */
+  readonly logs: string[];
+  createSession(input: SessionInput): Promise<{ sessionId: string; token: string }>;
+  /** Rescans the data dir now instead of waiting for the interval. */
+  rescan(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export type StartOptions = Partial<Omit<ControlPlaneOptions, 'dataDir'>> & {
+  readonly dataDir: string;
+  readonly deps?: ControlPlaneDeps;
+  /** Also print log lines to stderr. */
+  readonly verbose?: boolean;
+};
+
+export async function startControlPlane(options: StartOptions): Promise<TestControlPlane> {
+  const { deps, verbose, ...rest } = options;
+  const logs: string[] = [];
+  const adminToken = rest.adminToken ?? `kfsadmin_test_${randomBytes(16).toString('hex')}`;
+  const cp = await serveControlPlane(
+    {
+      scanIntervalMs: 100,
+      ...rest,
+      adminToken,
+      host: '127.0.0.1',
+      port: 0,
+      log: (line) => {
+        logs.push(line);
+        if (verbose) process.stderr.write(`[control plane] ${line}\n`);
+      },
+    },
+    deps,
+  );
+  return {
+    url: cp.url,
+    adminToken,
+    cp,
+    logs,
+    createSession: (input) => createSessionAt(cp.url, adminToken, input),
+    rescan: () => cp.rescan(),
+    close: () => cp.close(),
+  };
+}
+
+export interface SpawnOptions {
+  readonly dataDir: string;
+  /** Extra `serve` arguments (e.g. ['--membership-url', url]). */
+  readonly args?: readonly string[];
+  /** Port to listen on; default a free one (kept across restarts). */
+  readonly port?: number;
+  readonly env?: Readonly<Record<string, string>>;
+}
+
+export interface SpawnedControlPlane {
+  readonly url: string;
+  readonly port: number;
+  readonly adminToken: string;
+  /** Output of the current and all previous runs. */
+  readonly stdout: string;
+  readonly stderr: string;
+  readonly pid: number | undefined;
+  createSession(input: SessionInput): Promise<{ sessionId: string; token: string }>;
+  /** Sends `signal` (default SIGTERM) and waits for the exit. */
+  kill(signal?: NodeJS.Signals): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  /** Stops the process if it runs (SIGTERM) and starts it again on the same port with the same state. */
+  restart(): Promise<void>;
+}
+
+const READY = /listening on (http:\/\/\S+)/;
+
+export async function spawnControlPlane(options: SpawnOptions): Promise<SpawnedControlPlane> {
+  if (!existsSync(join(REPO_ROOT, 'dist', 'cli', 'main.js'))) {
+    throw new Error('dist/ is missing: run `npm run build` before tests that spawn the CLI');
+  }
+  const adminToken = `kfsadmin_test_${randomBytes(16).toString('hex')}`;
+  const args = [...(options.args ?? [])];
+  if (!args.includes('--scan-interval')) args.push('--scan-interval', '200ms');
+  let port = options.port ?? 0;
+  let url = '';
+  let out = '';
+  let err = '';
+  let child: ChildProcess | null = null;
+  let exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }> = Promise.resolve({ code: null, signal: null });
+
+  const start = async (): Promise<void> => {
+    const runOut = { text: '' };
+    const proc = spawn(process.execPath, [BIN, 'serve', '--data', options.dataDir, '--listen', `127.0.0.1:${port}`, ...args], {
+      env: { ...process.env, ...options.env, KNOWLEDGEFS_ADMIN_TOKEN: adminToken },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    child = proc;
+    exited = new Promise((resolve) => proc.once('exit', (code, signal) => resolve({ code, signal })));
+    proc.stdout.setEncoding('utf8').on('data', (s: string) => {
+      out += s;
+      runOut.text += s;
+    });
+    proc.stderr.setEncoding('utf8').on('data', (s: string) => {
+      err += s;
+    });
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`control plane not ready after 30 s; stderr:\n${err}`)), 30_000);
+      const check = () => {
+        const m = READY.exec(runOut.text);
+        if (m?.[1] !== undefined) {
+          clearTimeout(timer);
+          proc.stdout.off('data', check);
+          url = m[1];
+          port = Number(new URL(url).port);
+          resolve();
+        }
+      };
+      proc.stdout.on('data', check);
+      void exited.then(({ code, signal }) => {
+        clearTimeout(timer);
+        reject(new Error(`control plane exited (code ${code}, signal ${signal}) before ready; stderr:\n${err}`));
+      });
+    });
+  };
+
+  const kill = async (signal: NodeJS.Signals = 'SIGTERM') => {
+    const proc = child as ChildProcess | null;
+    if (proc === null || proc.exitCode !== null || proc.signalCode !== null) return exited;
+    proc.kill(signal);
+    return exited;
+  };
+
+  await start();
+  return {
+    get url() {
+      return url;
+    },
+    get port() {
+      return port;
+    },
+    adminToken,
+    get stdout() {
+      return out;
+    },
+    get stderr() {
+      return err;
+    },
+    get pid() {
+      return (child as ChildProcess | null)?.pid;
+    },
+    createSession: (input) => createSessionAt(url, adminToken, input),
+    kill,
+    async restart() {
+      await kill('SIGTERM');
+      await start();
+    },
+  };
+}
