@@ -1,0 +1,69 @@
+// The filesystems our mount is compared with, each started as its own process:
+//   ceiling — bench/ceiling-fs.mjs, fuse-native serving the view from memory;
+//   rclone  — Debian's rclone mounting the view over HTTP from
+//             bench/static-server.mjs, `--vfs-cache-mode full --read-only`.
+// (The limit, local disk, is the view directory itself.)
+//
+// `readyMs` is spawn → usable mount, the same clock as our mount's.
+
+import { mkdirSync, rmSync } from 'node:fs';
+import { join, dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { start, stop, trackMount, unmount, waitMounted } from './proc.mjs';
+
+const BENCH = join(dirname(fileURLToPath(import.meta.url)), '..');
+let seq = 0;
+
+export async function startCeiling(viewDir, workDir) {
+  const mnt = join(workDir, `ceiling${++seq}`);
+  mkdirSync(mnt, { recursive: true });
+  trackMount(mnt);
+  const t0 = process.hrtime.bigint();
+  const handle = start(`ceiling${seq}`, process.execPath, [join(BENCH, 'ceiling-fs.mjs'), viewDir, mnt]);
+  try {
+    await handle.waitFor(/^mounted /, 120_000);
+  } catch (err) {
+    await stop(handle);
+    await unmount(mnt);
+    throw err;
+  }
+  return { handle, mnt, readyMs: Number(process.hrtime.bigint() - t0) / 1e6 };
+}
+
+export async function startStaticServer(viewDir) {
+  const handle = start('static-server', process.execPath, [join(BENCH, 'static-server.mjs'), viewDir]);
+  const m = await handle.waitFor(/listening on (http:\/\/\S+)/, 30_000);
+  return { handle, url: m[1] };
+}
+
+export async function startRclone(url, workDir) {
+  const n = ++seq;
+  const mnt = join(workDir, `rclone${n}`);
+  const cacheDir = join(workDir, `rclone-cache${n}`);
+  rmSync(cacheDir, { recursive: true, force: true });
+  mkdirSync(mnt, { recursive: true });
+  mkdirSync(cacheDir, { recursive: true });
+  trackMount(mnt);
+  const t0 = process.hrtime.bigint();
+  const handle = start(`rclone${n}`, 'rclone', ['mount', ':http:', mnt, '--http-url', url,
+    '--vfs-cache-mode', 'full', '--read-only', '--cache-dir', cacheDir,
+    '--config', '/dev/null', '--log-level', 'ERROR']);
+  try {
+    const mounted = waitMounted(mnt, 60_000);
+    const died = handle.exited.then(({ code }) => { throw new Error(`rclone exited (${code}): ${handle.tail()}`); });
+    mounted.catch(() => {});
+    died.catch(() => {});
+    await Promise.race([mounted, died]);
+  } catch (err) {
+    await stop(handle);
+    await unmount(mnt);
+    throw err;
+  }
+  return { handle, mnt, cacheDir, readyMs: Number(process.hrtime.bigint() - t0) / 1e6 };
+}
+
+export async function stopPeer(peer) {
+  await stop(peer.handle, 10_000);
+  await unmount(peer.mnt);
+  if (peer.cacheDir) rmSync(peer.cacheDir, { recursive: true, force: true });
+}

@@ -1,0 +1,119 @@
+// Turns the results object into the printed tables and the target check.
+// Pure: takes results, returns text and a list of target verdicts.
+
+const fmtS = (ms) => (ms === null || ms === undefined ? '—' : (ms / 1000).toFixed(3));
+const fmtMs = (ms) => (ms === null || ms === undefined ? '—' : ms.toFixed(2));
+const ratio = (a, b) => (a == null || b == null || b === 0 ? null : a / b);
+const fmtX = (x) => (x === null ? '—' : `${x.toFixed(2)}×`);
+const get = (obj, path) => path.split('.').reduce((o, k) => (o == null ? undefined : o[k]), obj);
+const med = (obj, path) => get(obj, path)?.median ?? null;
+
+function pad(rows) {
+  const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => String(r[i]).length)));
+  return rows.map((r) => r.map((c, i) => (i === 0 ? String(c).padEnd(widths[i]) : String(c).padStart(widths[i]))).join('  ')).join('\n');
+}
+
+/** [label, ours, disk, ceiling, rclone] as paths into results (median, ms). */
+export const ROWS = [
+  ['mount ready', 'ours.ready', null, 'ceiling.ready', 'rclone.ready'],
+  ['first grep -r after ready, prefetch on', 'ours.coldOn.grep', 'disk.cold.grep', 'ceiling.cold.grep', 'rclone.cold.grep'],
+  ['first grep -r after ready, prefetch off', 'ours.coldOff.grep', 'disk.cold.grep', 'ceiling.cold.grep', 'rclone.cold.grep'],
+  ['grep -r (warm)', 'ours.warm.grep', 'disk.warm.grep', 'ceiling.warm.grep', 'rclone.warm.grep'],
+  ['grep -r (warm, --grant-ttl 0)', 'ours.grantTtl0.grep', 'disk.warm.grep', 'ceiling.warm.grep', 'rclone.warm.grep'],
+  ['find | wc -l', 'ours.warm.find', 'disk.warm.find', 'ceiling.warm.find', 'rclone.warm.find'],
+  ['ls -lR', 'ours.warm.lsR', 'disk.warm.lsR', 'ceiling.warm.lsR', 'rclone.warm.lsR'],
+  ['rg (warm)', 'ours.warm.rg', 'disk.warm.rg', 'ceiling.warm.rg', 'rclone.warm.rg'],
+  ['cat 1 MB file', 'ours.warm.cat', 'disk.warm.cat', 'ceiling.warm.cat', 'rclone.warm.cat'],
+];
+
+export function mainTable(results) {
+  const rows = [['median, seconds', 'ours', 'disk', 'ceiling', 'rclone', 'ours/disk', 'ours/ceiling', 'ours/rclone']];
+  for (const [label, o, d, c, r] of ROWS) {
+    const v = [o, d, c, r].map((p) => (p ? med(results, p) : null));
+    if (v.every((x) => x === null)) continue;
+    rows.push([label, fmtS(v[0]), fmtS(v[1]), fmtS(v[2]), fmtS(v[3]), fmtX(ratio(v[0], v[1])), fmtX(ratio(v[0], v[2])), fmtX(ratio(v[0], v[3]))]);
+  }
+  return pad(rows);
+}
+
+export function sideTable(results) {
+  const rows = [['measure', 'value']];
+  const rt = results.readTool;
+  if (rt) {
+    rows.push(['read tool, mounted file: p50 / p99 (ms)', `${fmtMs(rt.mounted.p50)} / ${fmtMs(rt.mounted.p99)}`]);
+    rows.push(['read tool, unmounted team: p50 / p99 (ms)', `${fmtMs(rt.unmounted.p50)} / ${fmtMs(rt.unmounted.p99)}`]);
+    rows.push(['`knowledgefs read` CLI end to end, median (ms)', fmtMs(rt.cliEndToEndMs.median)]);
+  }
+  const load = results.load;
+  if (load) {
+    for (const [name, p] of [['plan (full)', load.plan], ['plan (304)', load.revalidate], ['grant', load.grant]]) {
+      rows.push([`control plane, ${load.runners} runners, ${name}: req/s, p50 / p99 (ms)`, `${p.throughputPerS.toFixed(0)}, ${fmtMs(p.latencyMs.p50)} / ${fmtMs(p.latencyMs.p99)}${p.errors ? ` (${p.errors} errors)` : ''}`]);
+    }
+  }
+  for (const s of results.scale ?? []) {
+    if (s.error) { rows.push([`daemon at ${s.files} files`, `error: ${s.error}`]); continue; }
+    rows.push([`daemon at ${s.files} files, no content: ready (s), VmRSS (MiB)`, `${fmtS(s.ready.median)}, ${s.rss.median?.toFixed(1)}`]);
+  }
+  return pad(rows);
+}
+
+function scaleAt(results, files) {
+  return (results.scale ?? []).find((s) => !s.error && Math.abs(s.files - files) / files < 0.05) ?? null;
+}
+
+/** Each target of the issue: measured value, limit, verdict (null when not measured). */
+export function checkTargets(results) {
+  const t = [];
+  const add = (name, value, limit, ok, unit) => t.push({ name, value, limit, unit, ok: value === null || value === undefined ? null : ok });
+  const ow = med(results, 'ours.warm.grep');
+  const oc = med(results, 'ours.coldOn.grep');
+  const cw = med(results, 'ceiling.warm.grep');
+  const cc = med(results, 'ceiling.cold.grep');
+  const rw = med(results, 'rclone.warm.grep');
+  const rc = med(results, 'rclone.cold.grep');
+  const x = (a, b) => ratio(a, b);
+  add('warm grep -r ≤ 1.2× ceiling', x(ow, cw), 1.2, x(ow, cw) <= 1.2, '×');
+  add('first grep -r after ready ≤ 1.5× ceiling cold', x(oc, cc), 1.5, x(oc, cc) <= 1.5, '×');
+  add('≥ 5× faster than rclone, warm', x(rw, ow), 5, x(rw, ow) >= 5, '×');
+  add('≥ 10× faster than rclone, cold', x(rc, oc), 10, x(rc, oc) >= 10, '×');
+  const s6 = scaleAt(results, 6003);
+  const s100 = scaleAt(results, 100_000);
+  add('mount ready ≤ 0.5 s at 6 000 files', s6 ? s6.ready.median / 1000 : null, 0.5, s6 && s6.ready.median <= 500, 's');
+  add('mount ready ≤ 5 s at 100 000 files', s100 ? s100.ready.median / 1000 : null, 5, s100 && s100.ready.median <= 5000, 's');
+  add('daemon RSS ≤ 150 MB at 100 000 files, no content', s100 ? (s100.rss.median * 1048576) / 1e6 : null, 150, s100 && s100.rss.median * 1048576 <= 150e6, 'MB');
+  const rt = results.readTool;
+  add('read tool p50 ≤ 5 ms, mounted', rt?.mounted.p50 ?? null, 5, rt && rt.mounted.p50 <= 5, 'ms');
+  add('read tool p50 ≤ 20 ms, unmounted team', rt?.unmounted.p50 ?? null, 20, rt && rt.unmounted.p50 <= 20, 'ms');
+  return t;
+}
+
+export function targetsText(targets) {
+  const rows = [['target', 'measured', 'verdict']];
+  for (const t of targets) {
+    const v = t.value === null || t.value === undefined ? '—' : `${t.value.toFixed(t.unit === '×' ? 2 : t.unit === 's' ? 3 : 1)}${t.unit === '×' ? '×' : ` ${t.unit}`}`;
+    rows.push([t.name, v, t.ok === null ? 'not measured' : t.ok ? 'holds' : 'MISSES']);
+  }
+  return pad(rows);
+}
+
+/** Outputs of each warm command must agree with local disk's. */
+export function consistencyErrors(results) {
+  const errs = [];
+  const disk = results.disk?.warm;
+  if (!disk) return errs;
+  for (const fs of ['ceiling', 'rclone', 'ours']) {
+    const warm = results[fs]?.warm;
+    if (!warm) continue;
+    for (const [id, m] of Object.entries(warm)) {
+      const want = disk[id]?.output;
+      // ls -lR prints directory sizes and link counts that differ by filesystem; its line count must still match.
+      if (want !== undefined && m.output !== want) errs.push(`${fs} ${id}: output ${m.output}, disk ${want}`);
+    }
+  }
+  const grep = disk.grep?.output;
+  for (const path of ['disk.cold.grep', 'ceiling.cold.grep', 'rclone.cold.grep', 'ours.coldOn.grep', 'ours.coldOff.grep', 'ours.grantTtl0.grep']) {
+    const out = get(results, path)?.output;
+    if (grep !== undefined && out !== undefined && out !== grep) errs.push(`${path}: output ${out}, disk ${grep}`);
+  }
+  return errs;
+}
