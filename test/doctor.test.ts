@@ -1,0 +1,213 @@
+// `knowledgefs doctor`: each machine check fails when pointed at a broken
+// machine (injected probes: a missing device, a regular file posing as one,
+// no libfuse, no fusermount, no user_allow_other), and the network checks
+// run the real CLI against a real control plane on 127.0.0.1: a valid token,
+// a wrong one, a deleted session, a stopped server, plus the daemon socket
+// and mount point checks. The token is never printed.
+
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  checkDevFuse,
+  checkFusermount,
+  checkLibfuse,
+  checkMountpoint,
+  checkPermissions,
+  systemProbes,
+  type Probes,
+} from '../src/cli/commands/doctor-checks.js';
+import { formatChecks, runDoctor } from '../src/cli/commands/doctor.js';
+import { startControlSocket } from '../src/daemon/control-socket.js';
+import { BIN } from './helpers/control-plane.js';
+import { startControlPlane, type TestControlPlane } from './helpers/control-plane.js';
+import { makeDataDir, removeDataDir } from './helpers/data-dir.js';
+
+const tmp = mkdtempSync(join(tmpdir(), 'kfs-doctor-'));
+const base: Probes = { ...systemProbes(process.env) };
+
+interface Run { code: number | null; stdout: string; stderr: string }
+
+function doctor(args: string[], env: Record<string, string> = {}): Promise<Run> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [BIN, 'doctor', ...args], {
+      env: { ...process.env, KNOWLEDGEFS_SOCKET: join(tmp, 'no-daemon.sock'), KNOWLEDGEFS_TOKEN: '', KNOWLEDGEFS_SERVER: '', ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (d: string) => { stdout += d; });
+    child.stderr.setEncoding('utf8').on('data', (d: string) => { stderr += d; });
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+const line = (out: string, name: string) => out.split('\n').find((l) => new RegExp(`^\\S+\\s+${name}\\s`).test(l)) ?? '';
+
+afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+
+describe('machine checks (injected probes)', () => {
+  it('a missing /dev/fuse fails with the container fix', async () => {
+    const r = await checkDevFuse({ ...base, devFuse: join(tmp, 'missing-fuse') });
+    expect(r.status).toBe('FAIL');
+    expect(r.detail).toMatch(/missing/);
+    expect(r.fix).toMatch(/--device \/dev\/fuse --cap-add SYS_ADMIN/);
+  });
+
+  it('a regular file where /dev/fuse should be fails', async () => {
+    const fake = join(tmp, 'fake-fuse');
+    writeFileSync(fake, '');
+    const r = await checkDevFuse({ ...base, devFuse: fake });
+    expect(r.status).toBe('FAIL');
+    expect(r.detail).toMatch(/not a character device/);
+  });
+
+  it('no libfuse.so.2 anywhere fails with the package to install', async () => {
+    const r = await checkLibfuse({ ...base, ldconfig: async () => 'libc.so.6 (libc6,x86-64) => /lib/libc.so.6\n', libfusePaths: [join(tmp, 'libfuse.so.2')] });
+    expect(r).toMatchObject({ status: 'FAIL', fix: expect.stringMatching(/apt-get install -y libfuse2/) });
+  });
+
+  it('libfuse.so.2 is found through ldconfig or a known path', async () => {
+    const viaLdconfig = await checkLibfuse({ ...base, ldconfig: async () => '\tlibfuse.so.2 (libc6,x86-64) => /x/libfuse.so.2\n', libfusePaths: [] });
+    expect(viaLdconfig).toMatchObject({ status: 'ok', detail: 'libfuse.so.2 at /x/libfuse.so.2' });
+    const lib = join(tmp, 'libfuse.so.2');
+    writeFileSync(lib, '');
+    const viaPath = await checkLibfuse({ ...base, ldconfig: async () => undefined, libfusePaths: [lib] });
+    expect(viaPath).toMatchObject({ status: 'ok', detail: `libfuse.so.2 at ${lib}` });
+  });
+
+  it('fusermount missing from PATH fails with the package to install', async () => {
+    const r = await checkFusermount({ ...base, pathEnv: tmp });
+    expect(r).toMatchObject({ status: 'FAIL', fix: 'apt-get install -y fuse' });
+  });
+
+  it('a non-root user without user_allow_other gets a note, with it an ok', async () => {
+    const conf = join(tmp, 'fuse.conf');
+    writeFileSync(conf, '# mount_max = 1000\n#user_allow_other\n');
+    const without = await checkPermissions({ ...base, uid: 1000, fuseConf: conf });
+    expect(without).toMatchObject({ status: 'note', fix: `as root: echo user_allow_other >> ${conf}` });
+    writeFileSync(conf, 'user_allow_other\n');
+    expect((await checkPermissions({ ...base, uid: 1000, fuseConf: conf })).status).toBe('ok');
+    expect((await checkPermissions({ ...base, uid: 0, fuseConf: join(tmp, 'none') })).status).toBe('ok');
+  });
+
+  it('a FAIL anywhere makes runDoctor report failure, and the output says how many', async () => {
+    const results = await runDoctor({ socket: join(tmp, 'none.sock') }, { PATH: tmp }, { ...base, pathEnv: tmp, devFuse: join(tmp, 'missing') });
+    const text = formatChecks(results);
+    expect(text).toMatch(/^FAIL\s+fusermount\s.*fix: apt-get install -y fuse$/m);
+    expect(text).toMatch(/^skip\s+control plane\s+no --server given/m);
+    expect(text.trimEnd().split('\n').at(-1)).toMatch(/^\d+ checks? failed$/);
+  });
+
+  it('a mount point is reported not mounted, mounted, or missing', async () => {
+    expect((await checkMountpoint(tmp, 2_000)).status).toBe('note');
+    expect(await checkMountpoint('/proc', 2_000)).toMatchObject({ status: 'ok', detail: '/proc is mounted and answers' });
+    expect(await checkMountpoint(join(tmp, 'nope'), 2_000)).toMatchObject({ status: 'note', fix: `mkdir -p ${join(tmp, 'nope')}` });
+  });
+});
+
+describe('knowledgefs doctor against a real control plane', () => {
+  let dataDir: string;
+  let cp: TestControlPlane;
+  let token: string;
+  let sessionId: string;
+  const tokenFile = join(tmp, 'runner-token');
+
+  beforeAll(async () => {
+    dataDir = await makeDataDir({
+      teams: { payments: 'Payments', search: 'Search' },
+      users: { alice: { teams: ['payments', 'search'] } },
+      files: { 'account/DUTY.md': '# Account\n', 'teams/payments/DUTY.md': '# Payments\n' },
+    });
+    cp = await startControlPlane({ dataDir });
+    ({ token, sessionId } = await cp.createSession({ kind: 'personal', creator: 'alice', team: 'payments' }));
+    writeFileSync(tokenFile, `${token}\n`);
+  });
+  afterAll(async () => {
+    await cp?.close();
+    if (dataDir) await removeDataDir(dataDir);
+  });
+
+  it('a valid token: control plane and token ok, session described, token not printed', async () => {
+    const r = await doctor(['--server', cp.url, '--token-file', tokenFile]);
+    expect(line(r.stdout, 'control plane')).toMatch(/^ok\s+control plane\s+http:\/\/127\.0\.0\.1:\d+\/healthz answered in \d+ ms$/);
+    expect(line(r.stdout, 'token')).toContain(`session ${sessionId} (personal, creator alice, bound to payments)`);
+    expect(line(r.stdout, 'token')).toMatch(/^ok\s/);
+    expect(r.stdout + r.stderr).not.toContain(token);
+    // Exit status follows the machine checks of wherever the suite runs.
+    expect(r.code).toBe(/^FAIL/m.test(r.stdout) ? 1 : 0);
+  });
+
+  it('the token can come from KNOWLEDGEFS_TOKEN and the server from KNOWLEDGEFS_SERVER', async () => {
+    const r = await doctor([], { KNOWLEDGEFS_SERVER: cp.url, KNOWLEDGEFS_TOKEN: token });
+    expect(line(r.stdout, 'token')).toMatch(/^ok\s+token\s+KNOWLEDGEFS_TOKEN is valid/);
+  });
+
+  it('a wrong token fails with the fix, exit 1, and is not printed', async () => {
+    const wrong = join(tmp, 'wrong-token');
+    writeFileSync(wrong, 'kfs_not_a_real_token_0123456789abcdef\n');
+    const r = await doctor(['--server', cp.url, '--token-file', wrong]);
+    expect(r.code).toBe(1);
+    expect(line(r.stdout, 'token')).toMatch(/^FAIL\s+token\s+.*refused \(401.*fix: create a session: knowledgefs session create/);
+    expect(r.stdout).not.toContain('kfs_not_a_real_token');
+  });
+
+  it('a deleted session\'s token fails', async () => {
+    const s = await cp.createSession({ kind: 'team', creator: 'alice', team: 'search' });
+    const file = join(tmp, 'deleted-token');
+    writeFileSync(file, s.token);
+    const del = await fetch(`${cp.url}/v1/admin/sessions/${s.sessionId}`, { method: 'DELETE', headers: { authorization: `Bearer ${cp.adminToken}` } });
+    expect(del.status).toBe(204);
+    const r = await doctor(['--server', cp.url, '--token-file', file, '--json']);
+    expect(r.code).toBe(1);
+    const out = JSON.parse(r.stdout) as { ok: boolean; checks: { name: string; status: string }[] };
+    expect(out.ok).toBe(false);
+    expect(out.checks.find((c) => c.name === 'token')?.status).toBe('FAIL');
+  });
+
+  it('an unreadable token file fails and names the file', async () => {
+    const r = await doctor(['--server', cp.url, '--token-file', join(tmp, 'no-such-token')]);
+    expect(r.code).toBe(1);
+    expect(line(r.stdout, 'token')).toMatch(/^FAIL\s+token\s+cannot read .*no-such-token: ENOENT/);
+  });
+
+  it('a running daemon socket is described', async () => {
+    const sockPath = join(tmp, 'daemon.sock');
+    const sock = await startControlSocket(sockPath, {
+      mountpoint: '/workspace/knowledge',
+      hasFile: () => false,
+      read: async () => { throw new Error('unused'); },
+      manifest: async () => ({ text: '', sha256: '' }),
+      reminder: async () => ({ text: '', date: '2025-01-01', changed: [], deleted: [] }),
+      refreshPlan: async () => {},
+      status: () => ({ mountpoint: '/workspace/knowledge', sessionId: 's1', planVersion: 'v', files: 42, scopes: ['account', 'team_payments'], prefetch: { done: 42, total: 42 } }),
+    });
+    try {
+      const r = await doctor(['--socket', sockPath]);
+      expect(line(r.stdout, 'mount daemon')).toBe(
+        `ok    mount daemon   ${sockPath}: /workspace/knowledge mounted, 42 files in account, team_payments, prefetched 42/42`,
+      );
+    } finally {
+      await sock.close();
+    }
+  });
+
+  it('a stopped control plane fails reachability and skips the token', async () => {
+    const other = await startControlPlane({ dataDir });
+    const url = other.url;
+    await other.close();
+    const r = await doctor(['--server', url, '--token-file', tokenFile, '--timeout', '2s']);
+    expect(r.code).toBe(1);
+    expect(line(r.stdout, 'control plane')).toMatch(/^FAIL\s+control plane\s+.*connection refused .*fix: start `knowledgefs serve`/);
+    expect(line(r.stdout, 'token')).toMatch(/^skip\s+token\s+control plane unreachable$/);
+  });
+
+  it('a bad --timeout value is a usage error (exit 2)', async () => {
+    const r = await doctor(['--timeout', 'soon']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/invalid duration "soon"/);
+  });
+});
