@@ -190,3 +190,37 @@ export async function spawnControlPlane(options: SpawnOptions): Promise<SpawnedC
     },
   };
 }
+
+/**
+ * Sends one raw HTTP/1.1 request (path sent byte for byte, no URL
+ * normalisation: `..` stays `..`) and returns the raw response bytes plus the
+ * parsed status and body. For path-attack tests and byte-identity checks.
+ */
+export async function rawRequest(
+  url: string,
+  method: string,
+  path: string,
+  headers: Record<string, string> = {},
+  body?: string | Buffer,
+): Promise<{ raw: Buffer; status: number; head: string; body: Buffer }> {
+  const { createConnection } = await import('node:net');
+  const u = new URL(url);
+  const payload = body === undefined ? Buffer.alloc(0) : Buffer.from(body);
+  const lines = [`${method} ${path} HTTP/1.1`, `host: ${u.host}`, 'connection: close'];
+  for (const [k, v] of Object.entries(headers)) lines.push(`${k}: ${v}`);
+  if (body !== undefined) lines.push(`content-length: ${payload.length}`);
+  const request = Buffer.concat([Buffer.from(`${lines.join('\r\n')}\r\n\r\n`, 'latin1'), payload]);
+  const raw = await new Promise<Buffer>((resolve, reject) => {
+    const socket = createConnection({ host: u.hostname, port: Number(u.port) });
+    const chunks: Buffer[] = [];
+    socket.on('data', (c: Buffer) => chunks.push(c));
+    socket.on('end', () => resolve(Buffer.concat(chunks)));
+    socket.on('error', reject);
+    socket.setTimeout(30_000, () => socket.destroy(new Error('raw request timed out')));
+    socket.write(request);
+  });
+  const split = raw.indexOf('\r\n\r\n');
+  const head = raw.subarray(0, split).toString('latin1');
+  const status = Number(/^HTTP\/1\.1 (\d{3})/.exec(head)?.[1] ?? 0);
+  return { raw, status, head, body: raw.subarray(split + 4) };
+}
