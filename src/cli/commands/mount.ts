@@ -1,7 +1,107 @@
-import type { Command } from 'commander';
-import type { CliContext } from '../context.js';
-import type { CommandResult } from '../main.js';
+// `knowledgefs mount MOUNTPOINT`: the runner's FUSE daemon, in the
+// foreground. Prints exactly one stdout line when ready,
+// `mounted MOUNTPOINT (<files> files, <scopes> scopes)`; progress and
+// problems go to stderr. SIGINT/SIGTERM unmount and exit 0.
+//
+// The runner token comes from --token-file or $KNOWLEDGEFS_TOKEN, never
+// from argv, and is never logged. The control plane unreachable at start is
+// exit 4 at once (no retry loop: a supervisor or entrypoint restarts the
+// daemon; once mounted, the daemon rides out outages by itself).
 
-export function registerMount(program: Command, _ctx: CliContext, _result: CommandResult): void {
-  program.command('mount').description('(not built yet)');
+import type { Command } from 'commander';
+import { resolve } from 'node:path';
+import { tmpdir } from 'node:os';
+import { KnowledgeError } from '../../core/errors.js';
+import { defaultSocketPath } from '../../core/socket-path.js';
+import { parseDuration, parseSize } from '../../core/units.js';
+import { runMountDaemon } from '../../daemon/mount-daemon.js';
+import { MOUNT_DEFAULTS } from '../../daemon/options.js';
+import type { CliContext } from '../context.js';
+import { EXIT } from '../exit-codes.js';
+import { optionParser, type CommandResult } from '../main.js';
+import { readTokenFile } from './serve.js';
+
+export const TOKEN_ENV = 'KNOWLEDGEFS_TOKEN';
+
+interface MountFlags {
+  server: string;
+  tokenFile?: string;
+  prefetchThreshold: number;
+  prefetchContent: boolean;
+  cacheDir?: string;
+  cacheSize: number;
+  grantTtl: number;
+  syncInterval: number;
+  requestTimeout: number;
+  socket?: string;
+  allowOther?: boolean;
+}
+
+function parseOnOff(text: string): boolean {
+  const v = text.trim().toLowerCase();
+  if (v === 'on' || v === 'true' || v === 'yes') return true;
+  if (v === 'off' || v === 'false' || v === 'no') return false;
+  throw new KnowledgeError('invalid_argument', `expected on or off, not "${text}"`);
+}
+
+async function resolveToken(flags: MountFlags, ctx: CliContext): Promise<string> {
+  if (flags.tokenFile !== undefined) return readTokenFile(resolve(ctx.cwd, flags.tokenFile), '--token-file');
+  const fromEnv = ctx.env[TOKEN_ENV]?.trim();
+  if (fromEnv !== undefined && fromEnv !== '') return fromEnv;
+  throw new KnowledgeError('invalid_argument', `no runner token: pass --token-file FILE or set $${TOKEN_ENV}`);
+}
+
+export function registerMount(program: Command, ctx: CliContext, result: CommandResult): void {
+  const d = MOUNT_DEFAULTS;
+  program
+    .command('mount')
+    .description('Mount knowledge/ for one session (FUSE, foreground): only what the session may load, read-only.')
+    .argument('<mountpoint>', 'directory to mount on (created when missing); name it knowledge')
+    .requiredOption('--server <url>', 'control plane URL, e.g. http://127.0.0.1:7420')
+    .option('--token-file <file>', `file holding the runner token (else $${TOKEN_ENV})`)
+    .option('--prefetch-threshold <size>', 'materialise every loadable scope when they total at most this; else account + bound + mounted teams', optionParser(parseSize), d.prefetchThreshold)
+    .option('--prefetch-content <on|off>', 'fetch all materialised content in the background after mounting', optionParser(parseOnOff), d.prefetchContent)
+    .option('--cache-dir <dir>', 'spill fetched content to this directory (content-addressed, verified on read; default: memory only)')
+    .option('--cache-size <size>', 'memory bound of the content cache', optionParser(parseSize), d.cacheSize)
+    .option('--grant-ttl <duration>', 'reuse a per-scope open grant this long (0 = ask on every open); bounds how long opens survive a revocation', optionParser(parseDuration), d.grantTtlMs)
+    .option('--sync-interval <duration>', 'poll the plan at most this often; changes reach ls within about this long', optionParser(parseDuration), d.syncIntervalMs)
+    .option('--request-timeout <duration>', 'bound on every control-plane call and every open; past it → EIO', optionParser(parseDuration), d.requestTimeoutMs)
+    .option('--socket <path>', 'local control socket for read/manifest/reminder (default: $KNOWLEDGEFS_SOCKET or the standard path)')
+    .option('--allow-other', 'let other users use the mount (a non-root agent user); needs user_allow_other in /etc/fuse.conf unless root')
+    .addHelpText(
+      'after',
+      `
+Sizes take units (64MiB, 1GB); durations too (500ms, 2s, 5m).
+Keep --prefetch-threshold ≤ --cache-size (or set --cache-dir) so prefetched content stays cached.
+
+Examples:
+  KNOWLEDGEFS_TOKEN=... knowledgefs mount /workspace/knowledge --server http://cp:7420
+  knowledgefs mount ./knowledge --server http://127.0.0.1:7420 --token-file /run/secrets/kfs-token --grant-ttl 0`,
+    )
+    .action(async (mountpoint: string, flags: MountFlags) => {
+      const token = await resolveToken(flags, ctx);
+      const stop = ctx.stopSignal();
+      await runMountDaemon(
+        {
+          mountpoint: resolve(ctx.cwd, mountpoint),
+          serverUrl: flags.server,
+          token,
+          prefetchThreshold: flags.prefetchThreshold,
+          prefetchContent: flags.prefetchContent,
+          cacheDir: flags.cacheDir === undefined ? undefined : resolve(ctx.cwd, flags.cacheDir),
+          cacheSize: flags.cacheSize,
+          grantTtlMs: flags.grantTtl,
+          syncIntervalMs: flags.syncInterval,
+          requestTimeoutMs: flags.requestTimeout,
+          socketPath: flags.socket ?? defaultSocketPath(ctx.env, process.getuid?.() ?? 0, tmpdir()),
+          allowOther: flags.allowOther === true,
+        },
+        {
+          out: (line) => ctx.stdout.write(`${line}\n`),
+          log: (line) => ctx.stderr.write(`${line}\n`),
+        },
+        stop,
+      );
+      result.code = EXIT.ok;
+    });
 }

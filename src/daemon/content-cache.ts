@@ -1,0 +1,124 @@
+// File bytes by sha256: a memory LRU bounded by --cache-size, with an
+// optional write-through spill to --cache-dir.
+//
+// Content-addressed, so a cached body can never belong to the wrong version
+// of a file: a new version has a new key. Disk files are named by their
+// sha256 and checked against it when read back; a corrupt or truncated file
+// is deleted and reported as a miss, so the caller refetches. Disk write
+// failures (full disk, permissions) are logged once and the cache carries on
+// in memory only.
+
+import { createHash, randomBytes } from 'node:crypto';
+import { mkdir, readFile, rename, unlink, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { LRUCache } from 'lru-cache';
+
+export interface ContentCacheOptions {
+  /** Memory bound in bytes (--cache-size). */
+  readonly maxBytes: number;
+  /** Spill directory (--cache-dir); none = memory only. */
+  readonly dir?: string | undefined;
+  readonly log?: (line: string) => void;
+}
+
+export function sha256Hex(buf: Buffer): string {
+  return createHash('sha256').update(buf).digest('hex');
+}
+
+export class ContentCache {
+  private readonly memory: LRUCache<string, Buffer> | undefined;
+  private readonly dir: string | undefined;
+  private readonly log: (line: string) => void;
+  /** sha256s known to be on disk (written or verified this run). */
+  private readonly onDisk = new Set<string>();
+  private diskBroken = false;
+  private memoryBytes = 0;
+
+  constructor(opts: ContentCacheOptions) {
+    this.dir = opts.dir;
+    this.log = opts.log ?? (() => undefined);
+    if (opts.maxBytes > 0) {
+      this.memory = new LRUCache<string, Buffer>({
+        maxSize: opts.maxBytes,
+        sizeCalculation: (buf) => Math.max(1, buf.length),
+        dispose: (buf) => {
+          this.memoryBytes -= buf.length;
+        },
+      });
+    }
+  }
+
+  /** Memory only, synchronous: the hot path. */
+  getMemory(sha256: string): Buffer | undefined {
+    return this.memory?.get(sha256);
+  }
+
+  hasMemory(sha256: string): boolean {
+    return this.memory?.has(sha256) ?? false;
+  }
+
+  /** Memory, then disk (verified). Undefined = fetch it. */
+  async get(sha256: string): Promise<Buffer | undefined> {
+    const hit = this.memory?.get(sha256);
+    if (hit !== undefined) return hit;
+    if (this.dir === undefined) return undefined;
+    const file = this.pathFor(sha256);
+    let buf: Buffer;
+    try {
+      buf = await readFile(file);
+    } catch {
+      this.onDisk.delete(sha256);
+      return undefined;
+    }
+    if (sha256Hex(buf) !== sha256) {
+      this.onDisk.delete(sha256);
+      this.log(`cache: ${file} does not match its sha256; deleted, refetching`);
+      await unlink(file).catch(() => undefined);
+      return undefined;
+    }
+    this.onDisk.add(sha256);
+    this.remember(sha256, buf);
+    return buf;
+  }
+
+  /** Stores verified bytes (the caller checked `sha256`). */
+  put(sha256: string, buf: Buffer): void {
+    this.remember(sha256, buf);
+    if (this.dir !== undefined && !this.diskBroken && !this.onDisk.has(sha256)) {
+      this.onDisk.add(sha256);
+      void this.writeDisk(sha256, buf);
+    }
+  }
+
+  stats(): { entries: number; bytes: number } {
+    return { entries: this.memory?.size ?? 0, bytes: this.memoryBytes };
+  }
+
+  pathFor(sha256: string): string {
+    return join(this.dir ?? '', sha256.slice(0, 2), sha256);
+  }
+
+  private remember(sha256: string, buf: Buffer): void {
+    if (this.memory === undefined || this.memory.has(sha256)) return;
+    if (this.memory.set(sha256, buf).has(sha256)) this.memoryBytes += buf.length;
+  }
+
+  private async writeDisk(sha256: string, buf: Buffer): Promise<void> {
+    const file = this.pathFor(sha256);
+    const tmp = `${file}.${randomBytes(6).toString('hex')}.tmp`;
+    try {
+      await mkdir(join(this.dir ?? '', sha256.slice(0, 2)), { recursive: true, mode: 0o700 });
+      await writeFile(tmp, buf, { mode: 0o600 });
+      await rename(tmp, file);
+    } catch (err) {
+      this.onDisk.delete(sha256);
+      await unlink(tmp).catch(() => undefined);
+      if (!this.diskBroken) {
+        this.diskBroken = true;
+        this.log(`cache: cannot write to --cache-dir ${this.dir} (${err instanceof Error ? err.message : String(err)}); caching in memory only`);
+        // Try again later: a full disk may get space back.
+        setTimeout(() => { this.diskBroken = false; }, 30_000).unref();
+      }
+    }
+  }
+}

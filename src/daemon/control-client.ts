@@ -1,0 +1,280 @@
+// The daemon's only way to the control plane (undici, one keep-alive pool).
+//
+// Rules every call follows:
+// - bounded: one deadline per call (--request-timeout, plus the long-poll
+//   wait for plans) covers every attempt, headers and body; past it the call
+//   fails with `unavailable`, it never hangs;
+// - idempotent GETs are retried up to 3 times with jittered backoff, inside
+//   the same deadline, on network errors and 5xx; POSTs are not retried;
+// - errors are KnowledgeErrors: network, timeout, 5xx and garbage →
+//   `unavailable`; 404 → `not_found`; 403 → `denied` (server's message);
+//   503 `membership_unavailable` stays that (the server already failed closed);
+// - bodies are read with a byte cap so a misbehaving server cannot make the
+//   daemon buffer without bound.
+// The token lives in this object only; it is sent as a header, never logged.
+
+import { Agent, request } from 'undici';
+import { KnowledgeError, isErrorCode, isKnowledgeError, type ErrorCode } from '../core/errors.js';
+import type { Plan } from '../core/plan.js';
+import {
+  SHA256_HEADER,
+  type ManifestResponse,
+  type ReadRequest,
+  type ReadResponse,
+  type ReminderResponse,
+  type SessionView,
+} from '../core/wire.js';
+import { checkGrant, checkManifest, checkPlan, checkReadResponse, checkReminder, checkSession } from './wire-check.js';
+
+export interface FileBody {
+  readonly body: Buffer;
+  /** The sha256 the server claims (x-kfs-sha256), if it sent one. */
+  readonly sha256: string | undefined;
+}
+
+export interface PlanRequest {
+  readonly threshold: number;
+  /** The version the daemon has: a 304 (null) when the plan still matches it. */
+  readonly etag?: string | undefined;
+  /** Long-poll: let the server hold an unchanged answer up to this long. */
+  readonly waitMs?: number | undefined;
+  readonly signal?: AbortSignal | undefined;
+}
+
+/** What the daemon needs from the control plane; tests wrap or fake it. */
+export interface ControlClient {
+  readonly serverUrl: string;
+  session(): Promise<SessionView>;
+  /** The current plan, or null when it still equals `etag`. */
+  plan(req: PlanRequest): Promise<Plan | null>;
+  /** Resolves when the session may open files of `scope` now; throws not_found/denied otherwise. */
+  grant(scope: string): Promise<void>;
+  /** Raw file bytes; more than `maxBytes` → `integrity`. Verification is the caller's job. */
+  file(scope: string, path: string, maxBytes: number): Promise<FileBody>;
+  read(req: ReadRequest): Promise<ReadResponse>;
+  manifest(): Promise<ManifestResponse>;
+  reminder(): Promise<ReminderResponse>;
+  close(): Promise<void>;
+}
+
+export interface HttpControlClientOptions {
+  readonly serverUrl: string;
+  readonly token: string;
+  readonly requestTimeoutMs: number;
+  /** Sockets to the control plane (prefetch and opens share them). */
+  readonly connections?: number;
+  /** Largest JSON body accepted (plans of 100 000 files are ~20 MB). */
+  readonly maxJsonBytes?: number;
+}
+
+const MAX_RETRIES = 3;
+const DEFAULT_MAX_JSON = 256 * 1024 * 1024;
+
+interface Reply {
+  readonly status: number;
+  readonly headers: Record<string, string | string[] | undefined>;
+  readonly body: Buffer;
+}
+
+interface CallOptions {
+  readonly method?: 'GET' | 'POST';
+  readonly body?: string;
+  readonly headers?: Record<string, string>;
+  readonly extraTimeoutMs?: number;
+  readonly maxBytes?: number;
+  /** Called when the body exceeds maxBytes; default `too_large`. */
+  readonly tooLarge?: () => KnowledgeError;
+  readonly signal?: AbortSignal | undefined;
+}
+
+/** Encodes a scope path for a URL, segment by segment. */
+export function encodePath(path: string): string {
+  return path.split('/').map(encodeURIComponent).join('/');
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+async function readCapped(body: AsyncIterable<Buffer> & { destroy(err?: Error): unknown }, max: number, tooLarge: () => KnowledgeError): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  let total = 0;
+  for await (const chunk of body) {
+    total += chunk.length;
+    if (total > max) {
+      const err = tooLarge();
+      body.destroy(err);
+      throw err;
+    }
+    chunks.push(chunk);
+  }
+  return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, total);
+}
+
+export class HttpControlClient implements ControlClient {
+  readonly serverUrl: string;
+  private readonly token: string;
+  private readonly timeoutMs: number;
+  private readonly maxJson: number;
+  private readonly agent: Agent;
+
+  constructor(opts: HttpControlClientOptions) {
+    let url: URL;
+    try {
+      url = new URL(opts.serverUrl);
+    } catch {
+      throw new KnowledgeError('invalid_argument', `invalid --server URL "${opts.serverUrl}" (example: http://127.0.0.1:7700)`);
+    }
+    if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+      throw new KnowledgeError('invalid_argument', `--server must be an http:// or https:// URL, not "${opts.serverUrl}"`);
+    }
+    this.serverUrl = url.origin + url.pathname.replace(/\/+$/, '');
+    this.token = opts.token;
+    this.timeoutMs = opts.requestTimeoutMs;
+    this.maxJson = opts.maxJsonBytes ?? DEFAULT_MAX_JSON;
+    this.agent = new Agent({ connections: opts.connections ?? 32, keepAliveTimeout: 10_000, pipelining: 1 });
+  }
+
+  async session(): Promise<SessionView> {
+    return checkSession(this.json(await this.call('/v1/session')));
+  }
+
+  async plan(req: PlanRequest): Promise<Plan | null> {
+    const waitMs = req.waitMs ?? 0;
+    let path = `/v1/plan?threshold=${req.threshold}`;
+    if (waitMs > 0) path += `&wait=${(waitMs / 1000).toFixed(3).replace(/\.?0+$/, '')}`;
+    const headers: Record<string, string> = {};
+    if (req.etag !== undefined && req.etag !== '') headers['if-none-match'] = `"${req.etag}"`;
+    const reply = await this.call(path, { headers, extraTimeoutMs: waitMs, signal: req.signal });
+    if (reply.status === 304) return null;
+    return checkPlan(this.json(reply));
+  }
+
+  async grant(scope: string): Promise<void> {
+    checkGrant(this.json(await this.call(`/v1/grants/${encodeURIComponent(scope)}`)), scope);
+  }
+
+  async file(scope: string, path: string, maxBytes: number): Promise<FileBody> {
+    const reply = await this.call(`/v1/files/${encodeURIComponent(scope)}/${encodePath(path)}`, {
+      maxBytes,
+      tooLarge: () => new KnowledgeError('integrity', `${scope}/${path}: the control plane sent more bytes than the plan says`),
+    });
+    const header = reply.headers[SHA256_HEADER];
+    return { body: reply.body, sha256: typeof header === 'string' ? header : undefined };
+  }
+
+  async read(req: ReadRequest): Promise<ReadResponse> {
+    const reply = await this.call('/v1/read', {
+      method: 'POST',
+      body: JSON.stringify(req),
+      headers: { 'content-type': 'application/json' },
+    });
+    return checkReadResponse(this.json(reply));
+  }
+
+  async manifest(): Promise<ManifestResponse> {
+    return checkManifest(this.json(await this.call('/v1/manifest')));
+  }
+
+  async reminder(): Promise<ReminderResponse> {
+    return checkReminder(this.json(await this.call('/v1/reminder')));
+  }
+
+  async close(): Promise<void> {
+    await this.agent.close().catch(() => undefined);
+  }
+
+  private json(reply: Reply): unknown {
+    try {
+      return JSON.parse(reply.body.toString('utf8'));
+    } catch {
+      throw new KnowledgeError('unavailable', `control plane at ${this.serverUrl} answered something that is not JSON`);
+    }
+  }
+
+  /** One bounded call with retries; resolves only with a 2xx/304 reply. */
+  private async call(path: string, opts: CallOptions = {}): Promise<Reply> {
+    const method = opts.method ?? 'GET';
+    const idempotent = method === 'GET';
+    const timeoutMs = this.timeoutMs + (opts.extraTimeoutMs ?? 0);
+    const deadline = Date.now() + timeoutMs;
+    let lastProblem = '';
+    for (let attempt = 0; ; attempt++) {
+      const remaining = deadline - Date.now();
+      if (remaining <= 0) break;
+      if (opts.signal?.aborted) throw new KnowledgeError('unavailable', 'request cancelled');
+      const ac = new AbortController();
+      const timer = setTimeout(() => ac.abort(), remaining);
+      const onOuterAbort = () => ac.abort();
+      opts.signal?.addEventListener('abort', onOuterAbort, { once: true });
+      let reply: Reply;
+      try {
+        const res = await request(`${this.serverUrl}${path}`, {
+          dispatcher: this.agent,
+          method,
+          headers: { authorization: `Bearer ${this.token}`, ...opts.headers },
+          body: opts.body ?? null,
+          signal: ac.signal,
+          headersTimeout: remaining,
+          bodyTimeout: remaining,
+        });
+        const max = res.statusCode >= 400 ? 1024 * 1024 : (opts.maxBytes ?? this.maxJson);
+        const tooLarge = opts.tooLarge ?? (() => new KnowledgeError('unavailable', `control plane answer for ${path.split('?')[0]} is too large`));
+        reply = { status: res.statusCode, headers: res.headers, body: await readCapped(res.body, max, tooLarge) };
+      } catch (err) {
+        if (isKnowledgeError(err)) throw err;
+        if (opts.signal?.aborted) throw new KnowledgeError('unavailable', 'request cancelled');
+        lastProblem = ac.signal.aborted ? `no answer within ${timeoutMs} ms` : describeNetworkError(err);
+        if (!idempotent || attempt >= MAX_RETRIES || ac.signal.aborted) break;
+        await this.backoff(attempt, deadline);
+        continue;
+      } finally {
+        clearTimeout(timer);
+        opts.signal?.removeEventListener('abort', onOuterAbort);
+      }
+      if ((reply.status >= 200 && reply.status < 300) || reply.status === 304) return reply;
+      const err = this.errorFor(reply);
+      const retryable = reply.status >= 500 && err.code === 'unavailable';
+      if (!retryable || !idempotent || attempt >= MAX_RETRIES) throw err;
+      lastProblem = err.message;
+      await this.backoff(attempt, deadline);
+    }
+    throw new KnowledgeError('unavailable', `control plane at ${this.serverUrl} unavailable: ${lastProblem || `no answer within ${timeoutMs} ms`}`);
+  }
+
+  private async backoff(attempt: number, deadline: number): Promise<void> {
+    const base = 50 * 2 ** attempt;
+    const ms = Math.min(base * (0.5 + Math.random()), Math.max(0, deadline - Date.now() - 10));
+    if (ms > 0) await sleep(ms);
+  }
+
+  private errorFor(reply: Reply): KnowledgeError {
+    let code: ErrorCode | undefined;
+    let message: string | undefined;
+    try {
+      const parsed = JSON.parse(reply.body.toString('utf8')) as { error?: { code?: unknown; message?: unknown } };
+      if (isErrorCode(parsed.error?.code)) code = parsed.error.code;
+      if (typeof parsed.error?.message === 'string') message = parsed.error.message;
+    } catch {
+      // not JSON: decided by status alone
+    }
+    const status = reply.status;
+    if (status >= 500) {
+      if (code === 'membership_unavailable') return new KnowledgeError(code, message ?? 'membership source unavailable');
+      return new KnowledgeError('unavailable', `control plane at ${this.serverUrl} answered ${status}${message ? `: ${message}` : ''}`);
+    }
+    if (status === 404) return new KnowledgeError('not_found', message ?? 'no such file');
+    if (status === 401) return new KnowledgeError('unauthorized', message ?? 'the control plane rejected the runner token');
+    if (status === 403) return new KnowledgeError(code === 'forbidden' ? 'forbidden' : 'denied', message ?? 'denied');
+    if (code !== undefined && code !== 'internal' && code !== 'config') return new KnowledgeError(code, message ?? code);
+    return new KnowledgeError('unavailable', `control plane at ${this.serverUrl} answered ${status}${message ? `: ${message}` : ''}`);
+  }
+}
+
+function describeNetworkError(err: unknown): string {
+  if (err instanceof Error) {
+    const code = (err as { code?: unknown }).code;
+    const cause = (err as { cause?: { code?: unknown; message?: unknown } }).cause;
+    const causeCode = typeof cause?.code === 'string' ? cause.code : undefined;
+    return [typeof code === 'string' ? code : undefined, causeCode, err.message].filter(Boolean).join(' ');
+  }
+  return String(err);
+}

@@ -1,0 +1,180 @@
+// The filesystem core: what each FUSE operation means, with no FUSE in it.
+// Methods take paths and return plain values or throw (KnowledgeError or
+// ErrnoError); the adapter turns that into callbacks and errnos, and tests
+// drive this class directly, in-process.
+//
+// Hot path: getattr, readdir and read are synchronous Map/Buffer work on the
+// current tree and the handle table; only `open` goes to the network.
+//
+// Open:
+//   1. any write intent → EROFS; not in the tree → ENOENT; a directory → EISDIR;
+//   2. the per-scope grant (cached ≤ --grant-ttl) and the content (memory →
+//      disk → control plane, verified against the plan's sha256) are
+//      obtained in parallel; both must succeed, within --request-timeout;
+//   3. denied → ENOENT and the scope leaves the tree at once (onDenied);
+//      the file vanished on the control plane → ENOENT and a sync is asked for;
+//   4. the verified Buffer is pinned to the handle: every read of that handle
+//      serves the same version, whatever plans arrive meanwhile.
+
+import { constants } from 'node:fs';
+import { KnowledgeError, isKnowledgeError } from '../core/errors.js';
+import type { FileNode, NodeStat, Tree } from '../core/tree.js';
+import { EBADF, EISDIR, ENOTDIR, ErrnoError } from './errno.js';
+import type { ContentFetcher } from './fetcher.js';
+import type { GrantCache } from './grant-cache.js';
+
+export interface FilesystemDeps {
+  /** The current tree; swapped whole by the sync loop. */
+  readonly tree: () => Tree;
+  readonly grants: GrantCache;
+  readonly fetcher: ContentFetcher;
+  /** Bound on one open, grant and fetch together (--request-timeout). */
+  readonly requestTimeoutMs: number;
+  /** The control plane denied `scope`: remove it from the tree now. */
+  readonly onDenied?: (scope: string) => void;
+  /** The control plane no longer has a file the tree shows: sync soon. */
+  readonly onMissing?: (path: string) => void;
+}
+
+export interface StatFs {
+  readonly bsize: number;
+  readonly frsize: number;
+  readonly blocks: number;
+  readonly bfree: number;
+  readonly bavail: number;
+  readonly files: number;
+  readonly ffree: number;
+  readonly favail: number;
+  readonly namemax: number;
+}
+
+const WRITE_FLAGS = constants.O_WRONLY | constants.O_RDWR | constants.O_CREAT | constants.O_TRUNC | constants.O_APPEND;
+const W_OK = constants.W_OK;
+/** Handle numbers wrap well below 2^31 (fuse-native passes them as int). */
+const MAX_HANDLE = 0x3fffffff;
+
+function isCode(err: unknown, code: string): boolean {
+  return isKnowledgeError(err) && err.code === code;
+}
+
+function isDenial(err: unknown): boolean {
+  return isCode(err, 'denied') || isCode(err, 'forbidden');
+}
+
+export class KnowledgeFilesystem {
+  private readonly handles = new Map<number, Buffer>();
+  private nextHandle = 1;
+
+  constructor(private readonly deps: FilesystemDeps) {}
+
+  getattr(path: string): NodeStat {
+    const node = this.deps.tree().get(path);
+    if (node === undefined) throw new KnowledgeError('not_found', `no such file: ${path}`);
+    return node.stat;
+  }
+
+  readdir(path: string): readonly string[] {
+    const node = this.deps.tree().get(path);
+    if (node === undefined) throw new KnowledgeError('not_found', `no such directory: ${path}`);
+    if (node.kind !== 'dir') throw new ErrnoError(ENOTDIR, `not a directory: ${path}`);
+    return node.names;
+  }
+
+  /** `access(2)`: existence, and no write permission ever. */
+  access(path: string, mode: number): void {
+    this.getattr(path);
+    if ((mode & W_OK) !== 0) throw new KnowledgeError('read_only', 'read-only file system');
+  }
+
+  statfs(): StatFs {
+    const tree = this.deps.tree();
+    return {
+      bsize: 4096,
+      frsize: 4096,
+      blocks: Math.min(0xffffffff, Math.ceil(tree.totalBytes / 4096)),
+      bfree: 0,
+      bavail: 0,
+      files: Math.min(0xffffffff, tree.fileCount),
+      ffree: 0,
+      favail: 0,
+      namemax: 255,
+    };
+  }
+
+  async open(path: string, flags: number): Promise<number> {
+    if ((flags & WRITE_FLAGS) !== 0) throw new KnowledgeError('read_only', 'read-only file system');
+    const node = this.deps.tree().get(path);
+    if (node === undefined) throw new KnowledgeError('not_found', `no such file: ${path}`);
+    if (node.kind !== 'file') throw new ErrnoError(EISDIR, `is a directory: ${path}`);
+    const buf = await this.withDeadline(this.authoriseAndLoad(node));
+    const fd = this.allocateHandle();
+    this.handles.set(fd, buf);
+    return fd;
+  }
+
+  /** Copies up to `length` bytes at `position` of the pinned version into `target`. */
+  read(fd: number, target: Buffer, length: number, position: number): number {
+    const buf = this.handles.get(fd);
+    if (buf === undefined) throw new ErrnoError(EBADF, `bad file handle ${fd}`);
+    if (position >= buf.length) return 0;
+    return buf.copy(target, 0, position, Math.min(buf.length, position + length));
+  }
+
+  release(fd: number): void {
+    this.handles.delete(fd);
+  }
+
+  openHandles(): number {
+    return this.handles.size;
+  }
+
+  private async authoriseAndLoad(node: FileNode): Promise<Buffer> {
+    const [grant, content] = await Promise.allSettled([this.deps.grants.check(node.scope), this.deps.fetcher.get(node)]);
+    if (grant.status === 'rejected') {
+      // A personal session's denial looks exactly like a missing file (404).
+      if (isDenial(grant.reason) || isCode(grant.reason, 'not_found')) {
+        this.deps.onDenied?.(node.scope);
+        throw new KnowledgeError('not_found', `no such file: ${node.path}`);
+      }
+      throw grant.reason;
+    }
+    if (content.status === 'rejected') {
+      if (isDenial(content.reason)) {
+        this.deps.onDenied?.(node.scope);
+        throw new KnowledgeError('not_found', `no such file: ${node.path}`);
+      }
+      if (isCode(content.reason, 'not_found')) {
+        // The scope is granted, so the file itself is gone: the plan is behind.
+        this.deps.onMissing?.(node.path);
+        throw new KnowledgeError('not_found', `no such file: ${node.path}`);
+      }
+      throw content.reason;
+    }
+    return content.value;
+  }
+
+  private withDeadline<T>(work: Promise<T>): Promise<T> {
+    const ms = this.deps.requestTimeoutMs;
+    return new Promise<T>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new KnowledgeError('unavailable', `no answer from the control plane within ${ms} ms`)), ms);
+      work.then(
+        (value) => {
+          clearTimeout(timer);
+          resolve(value);
+        },
+        (err: unknown) => {
+          clearTimeout(timer);
+          reject(err);
+        },
+      );
+    });
+  }
+
+  private allocateHandle(): number {
+    for (;;) {
+      const fd = this.nextHandle;
+      this.nextHandle = fd >= MAX_HANDLE ? 1 : fd + 1;
+      if (!this.handles.has(fd)) return fd;
+    }
+  }
+}

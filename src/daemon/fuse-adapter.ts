@@ -1,0 +1,202 @@
+// The only file that imports fuse-native. Each callback calls one method of
+// the filesystem core and answers cb(0, …) or cb(-errno); there is no policy
+// here. Write-type operations all answer EROFS from one table.
+//
+// Options that matter (see FUSE-NOTES.md):
+// - auto_cache: the kernel keeps a file's pages while its size and mtime are
+//   unchanged; the tree guarantees a changed file reports a changed mtime.
+// - attr/entry timeouts ~1 s: metadata is cached briefly by the kernel, so a
+//   removed file may stay visible (not readable) for up to that long.
+// - fuse-native drops numeric 0 options, so zero timeouts are passed as '0'.
+// - fuse-native answers ETIMEDOUT after its per-op timeout (15 s default);
+//   ours is set above --request-timeout so the core's clean EIO always wins.
+// - The process must never touch its own mount point (deadlock): nothing in
+//   the daemon does after mounting.
+
+import { createRequire } from 'node:module';
+import { KnowledgeError } from '../core/errors.js';
+import type { NodeStat } from '../core/tree.js';
+import { EROFS, ErrnoMapper } from './errno.js';
+import type { KnowledgeFilesystem, StatFs } from './filesystem.js';
+
+type Cb<T extends unknown[] = []> = (code: number, ...result: Partial<T>) => void;
+
+interface FuseOps {
+  init?(cb: Cb): void;
+  getattr(path: string, cb: Cb<[NodeStat]>): void;
+  fgetattr(path: string, fd: number, cb: Cb<[NodeStat]>): void;
+  readdir(path: string, cb: Cb<[readonly string[]]>): void;
+  access(path: string, mode: number, cb: Cb): void;
+  statfs(path: string, cb: Cb<[StatFs]>): void;
+  open(path: string, flags: number, cb: Cb<[number]>): void;
+  read(path: string, fd: number, buf: Buffer, len: number, pos: number, cb: (bytesOrErr: number) => void): void;
+  release(path: string, fd: number, cb: Cb): void;
+  [writeOp: string]: unknown;
+}
+
+interface FuseInstance {
+  mount(cb: (err: Error | null) => void): void;
+  unmount(cb: (err: Error | null) => void): void;
+}
+
+interface FuseConstructor {
+  new (mountpoint: string, ops: FuseOps, opts: Record<string, unknown>): FuseInstance;
+  unmount(mountpoint: string, cb: (err: Error | null) => void): void;
+}
+
+const require = createRequire(import.meta.url);
+let FuseClass: FuseConstructor | undefined;
+
+/** Loads the binding lazily so commands that never mount don't need libfuse. */
+function loadFuse(): FuseConstructor {
+  if (FuseClass === undefined) {
+    try {
+      FuseClass = require('fuse-native') as FuseConstructor;
+    } catch (err) {
+      throw new KnowledgeError(
+        'config',
+        `cannot load the FUSE binding (fuse-native): ${err instanceof Error ? err.message.split('\n')[0] : String(err)}. ` +
+          'Install libfuse2 (Debian/Ubuntu: apt-get install -y libfuse2 fuse) and run npm ci.',
+      );
+    }
+  }
+  return FuseClass;
+}
+
+/** Every operation that would change something: one answer for all. */
+export const WRITE_OPS = [
+  'write', 'create', 'mknod', 'unlink', 'rename', 'mkdir', 'rmdir', 'symlink', 'link',
+  'chmod', 'chown', 'truncate', 'ftruncate', 'utimens', 'setxattr', 'removexattr',
+] as const;
+
+export interface FuseMountOptions {
+  readonly allowOther?: boolean;
+  /** Upper bound the core's own timeouts stay under (ms). */
+  readonly requestTimeoutMs: number;
+  readonly attrTimeoutSec?: number;
+  readonly entryTimeoutSec?: number;
+  /** 'auto' (default) keeps pages while size+mtime hold; 'none' drops them on every open. */
+  readonly pageCache?: 'auto' | 'none';
+  readonly log: (line: string) => void;
+}
+
+export interface FuseMount {
+  unmount(): Promise<void>;
+}
+
+/** A fuse-native option value that survives its "drop falsy values" rule. */
+function seconds(value: number | undefined, fallback: number): number | string {
+  const v = value ?? fallback;
+  return v === 0 ? '0' : v;
+}
+
+export function buildOps(fs: KnowledgeFilesystem, errors: ErrnoMapper): FuseOps {
+  const fail = (err: unknown) => -errors.toErrno(err);
+  const ops: FuseOps = {
+    getattr(path, cb) {
+      let stat: NodeStat;
+      try {
+        stat = fs.getattr(path);
+      } catch (err) {
+        cb(fail(err));
+        return;
+      }
+      cb(0, stat);
+    },
+    fgetattr(path, _fd, cb) {
+      ops.getattr(path, cb);
+    },
+    readdir(path, cb) {
+      let names: readonly string[];
+      try {
+        names = fs.readdir(path);
+      } catch (err) {
+        cb(fail(err));
+        return;
+      }
+      cb(0, names);
+    },
+    access(path, mode, cb) {
+      try {
+        fs.access(path, mode);
+      } catch (err) {
+        cb(fail(err));
+        return;
+      }
+      cb(0);
+    },
+    statfs(_path, cb) {
+      cb(0, fs.statfs());
+    },
+    open(path, flags, cb) {
+      fs.open(path, flags).then(
+        (fd) => cb(0, fd),
+        (err: unknown) => cb(fail(err)),
+      );
+    },
+    read(_path, fd, buf, len, pos, cb) {
+      let n: number;
+      try {
+        n = fs.read(fd, buf, len, pos);
+      } catch (err) {
+        cb(fail(err));
+        return;
+      }
+      cb(n);
+    },
+    release(_path, fd, cb) {
+      fs.release(fd);
+      cb(0);
+    },
+  };
+  for (const name of WRITE_OPS) {
+    ops[name] = (...args: unknown[]) => {
+      const cb = args[args.length - 1];
+      if (typeof cb === 'function') (cb as Cb)(-EROFS);
+    };
+  }
+  return ops;
+}
+
+export function mountFuse(mountpoint: string, fs: KnowledgeFilesystem, opts: FuseMountOptions): Promise<FuseMount> {
+  const Fuse = loadFuse();
+  const errors = new ErrnoMapper(opts.log);
+  const fuse = new Fuse(mountpoint, buildOps(fs, errors), {
+    fsname: 'knowledgefs',
+    subtype: 'knowledgefs',
+    allowOther: opts.allowOther === true,
+    autoCache: (opts.pageCache ?? 'auto') === 'auto',
+    attrTimeout: seconds(opts.attrTimeoutSec, 1),
+    entryTimeout: seconds(opts.entryTimeoutSec, 1),
+    // Above our own bound: the core answers EIO first; this only stops a bug from hanging a reader.
+    timeout: { default: opts.requestTimeoutMs + 10_000 },
+    mkdir: true,
+  });
+  return new Promise((resolve, reject) => {
+    fuse.mount((err) => {
+      if (err) {
+        reject(new KnowledgeError('config', `cannot mount ${mountpoint}: ${err.message}`));
+        return;
+      }
+      let unmounted: Promise<void> | undefined;
+      resolve({
+        unmount: () => {
+          unmounted ??= new Promise<void>((done) => {
+            fuse.unmount((unmountErr) => {
+              if (unmountErr) opts.log(`unmount ${mountpoint}: ${unmountErr.message}`);
+              done();
+            });
+          });
+          return unmounted;
+        },
+      });
+    });
+  });
+}
+
+/** `fusermount -uz`: detaches a mount even when the daemon behind it is gone. */
+export function forceUnmount(mountpoint: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    loadFuse().unmount(mountpoint, (err) => (err ? reject(err) : resolve()));
+  });
+}

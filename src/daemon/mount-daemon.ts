@@ -1,0 +1,230 @@
+// `knowledgefs mount`: wiring and lifecycle of the mount daemon.
+//
+//   check FUSE → clean a stale mount → session + first plan (fail fast:
+//   control plane unreachable at start is exit 4, a supervisor restarts us)
+//   → tree → mount → control socket → print "mounted …" → sync loop and
+//   prefetch in the background → on SIGINT/SIGTERM: stop both, close the
+//   socket, unmount, exit 0.
+//
+// The tree is one immutable value swapped whole (`setTree`); every part
+// reads it through `() => this.tree`, so a plan is applied atomically.
+// Nothing here touches the mount point after mounting (that would deadlock
+// the FUSE loop running on this same event loop).
+
+import { mkdir } from 'node:fs/promises';
+import { resolve } from 'node:path';
+import { KnowledgeError, isKnowledgeError } from '../core/errors.js';
+import type { Plan } from '../core/plan.js';
+import { Tree, type TreeOptions } from '../core/tree.js';
+import type { DaemonStatus } from '../core/wire.js';
+import { ContentCache } from './content-cache.js';
+import { startControlSocket, type ReadToolBackend } from './control-socket.js';
+import { HttpControlClient, type ControlClient } from './control-client.js';
+import { ContentFetcher } from './fetcher.js';
+import { KnowledgeFilesystem } from './filesystem.js';
+import { describeFuseProblems, fuseProblems } from './fuse-check.js';
+import { mountFuse, type FuseMount } from './fuse-adapter.js';
+import { GrantCache } from './grant-cache.js';
+import { describeMountOptions, validateMountOptions, MOUNT_DEFAULTS, type MountOptions } from './options.js';
+import { Prefetcher } from './prefetch.js';
+import { cleanStaleMount } from './stale-mount.js';
+import { SyncLoop } from './sync-loop.js';
+
+export interface MountDaemonIo {
+  /** stdout: only the "mounted …" line goes here. */
+  readonly out: (line: string) => void;
+  /** stderr: progress and problems. */
+  readonly log: (line: string) => void;
+  /** Injected in tests to wrap the real client with faults. */
+  readonly client?: ControlClient;
+}
+
+export class MountDaemon {
+  private tree: Tree;
+  private readonly treeOpts: TreeOptions;
+  readonly client: ControlClient;
+  readonly cache: ContentCache;
+  readonly fetcher: ContentFetcher;
+  readonly grants: GrantCache;
+  readonly fs: KnowledgeFilesystem;
+  readonly sync: SyncLoop;
+  readonly prefetch: Prefetcher;
+  private pendingSync: Promise<void> | undefined;
+  private fuse: FuseMount | undefined;
+  private socket: { close(): Promise<void> } | undefined;
+
+  constructor(
+    readonly opts: MountOptions,
+    private readonly io: MountDaemonIo,
+    firstPlan: Plan,
+    client: ControlClient,
+  ) {
+    this.client = client;
+    this.treeOpts = { uid: process.getuid?.() ?? 0, gid: process.getgid?.() ?? 0, emptyDirMtimeMs: Date.now() };
+    this.tree = Tree.fromPlan(firstPlan, undefined, this.treeOpts);
+    this.cache = new ContentCache({ maxBytes: opts.cacheSize, dir: opts.cacheDir, log: io.log });
+    this.fetcher = new ContentFetcher({ client, cache: this.cache, log: io.log, onStale: () => this.requestSync() });
+    this.grants = new GrantCache(client, opts.grantTtlMs);
+    this.fs = new KnowledgeFilesystem({
+      tree: () => this.tree,
+      grants: this.grants,
+      fetcher: this.fetcher,
+      requestTimeoutMs: opts.requestTimeoutMs,
+      onDenied: (scope) => this.removeScope(scope),
+      onMissing: () => this.requestSync(),
+    });
+    this.sync = new SyncLoop({
+      client,
+      threshold: opts.prefetchThreshold,
+      intervalMs: opts.syncIntervalMs,
+      currentVersion: () => this.tree.version,
+      apply: (plan) => this.applyPlan(plan),
+      revoked: (message) => this.revoke(message),
+      log: io.log,
+    });
+    this.prefetch = new Prefetcher({
+      fetcher: this.fetcher,
+      concurrency: opts.prefetchConcurrency ?? MOUNT_DEFAULTS.prefetchConcurrency,
+      cacheBytes: opts.cacheSize,
+      hasDiskCache: opts.cacheDir !== undefined,
+      log: io.log,
+    });
+  }
+
+  currentTree(): Tree {
+    return this.tree;
+  }
+
+  async start(): Promise<void> {
+    this.fuse = await mountFuse(this.opts.mountpoint, this.fs, {
+      allowOther: this.opts.allowOther,
+      requestTimeoutMs: this.opts.requestTimeoutMs,
+      attrTimeoutSec: this.opts.attrTimeoutSec,
+      entryTimeoutSec: this.opts.attrTimeoutSec,
+      log: this.io.log,
+    });
+    try {
+      this.socket = await startControlSocket(this.opts.socketPath, this.backend(), this.io.log);
+    } catch (err) {
+      await this.fuse.unmount();
+      throw err;
+    }
+    this.io.out(`mounted ${this.opts.mountpoint} (${this.tree.fileCount} files, ${this.tree.scopes.length} scopes)`);
+    this.sync.start();
+    if (this.opts.prefetchContent) void this.prefetch.schedule(this.tree);
+  }
+
+  async stop(): Promise<void> {
+    this.prefetch.cancel();
+    await this.sync.stop();
+    await this.socket?.close().catch(() => undefined);
+    await this.fuse?.unmount();
+    await this.client.close();
+  }
+
+  /** Fetch the plan now; concurrent callers share one request. */
+  refreshPlan(): Promise<void> {
+    this.pendingSync ??= this.sync.refreshNow().finally(() => {
+      this.pendingSync = undefined;
+    });
+    return this.pendingSync;
+  }
+
+  status(): DaemonStatus {
+    return {
+      mountpoint: this.opts.mountpoint,
+      sessionId: this.tree.sessionId,
+      planVersion: this.tree.version,
+      files: this.tree.fileCount,
+      scopes: [...this.tree.scopes],
+      prefetch: { done: this.prefetch.progress.done, total: this.prefetch.progress.total },
+    };
+  }
+
+  private backend(): ReadToolBackend {
+    return {
+      mountpoint: this.opts.mountpoint,
+      hasFile: (scopePath) => this.tree.fileByScopePath(scopePath) !== undefined,
+      read: (req) => this.client.read(req),
+      manifest: () => this.client.manifest(),
+      reminder: () => this.client.reminder(),
+      refreshPlan: () => this.refreshPlan(),
+      status: () => this.status(),
+    };
+  }
+
+  private requestSync(): void {
+    this.refreshPlan().catch(() => undefined);
+  }
+
+  private applyPlan(plan: Plan): void {
+    const before = this.tree;
+    this.tree = Tree.fromPlan(plan, before, this.treeOpts);
+    for (const scope of before.scopes) if (!this.tree.hasScope(scope)) this.grants.forget(scope);
+    const added = this.tree.scopes.filter((s) => !before.hasScope(s));
+    const removed = before.scopes.filter((s) => !this.tree.hasScope(s));
+    const changes = [
+      `${this.tree.fileCount} files`,
+      added.length > 0 ? `added ${added.join(', ')}` : '',
+      removed.length > 0 ? `removed ${removed.join(', ')}` : '',
+    ].filter(Boolean);
+    this.io.log(`sync: plan ${plan.version.slice(0, 12)} (${changes.join('; ')})`);
+    if (this.opts.prefetchContent) void this.prefetch.schedule(this.tree);
+  }
+
+  private removeScope(scope: string): void {
+    if (!this.tree.hasScope(scope)) return;
+    this.tree = this.tree.withoutScope(scope);
+    this.grants.forget(scope);
+    this.io.log(`${scope}: the control plane refused an open; removed from the mount`);
+    this.requestSync();
+  }
+
+  private revoke(message: string): void {
+    if (this.tree.fileCount === 0 && this.tree.scopes.length === 0) return;
+    this.tree = Tree.empty(this.treeOpts);
+    this.grants.forgetAll();
+    this.io.log(`sync: ${message}; the session is no longer valid, the mount is now empty`);
+  }
+}
+
+function startupError(err: unknown, serverUrl: string): KnowledgeError {
+  if (!isKnowledgeError(err)) return new KnowledgeError('internal', err instanceof Error ? err.message : String(err));
+  if (err.code === 'unavailable') {
+    return new KnowledgeError('unavailable', `${err.message}. Is \`knowledgefs serve\` running at ${serverUrl}? Check --server.`);
+  }
+  if (err.code === 'unauthorized') {
+    return new KnowledgeError('unauthorized', `the control plane at ${serverUrl} rejected the runner token (wrong token, or the session was deleted)`);
+  }
+  return err;
+}
+
+/** Runs the daemon until `stop` resolves. Throws KnowledgeError for anything that prevents mounting. */
+export async function runMountDaemon(opts: MountOptions, io: MountDaemonIo, stop: Promise<unknown>): Promise<void> {
+  validateMountOptions(opts);
+  const problems = fuseProblems();
+  if (problems.length > 0) throw new KnowledgeError('config', describeFuseProblems(problems));
+  const mountpoint = resolve(opts.mountpoint);
+  const effective: MountOptions = { ...opts, mountpoint };
+
+  const cleaned = await cleanStaleMount(mountpoint);
+  if (cleaned !== undefined) io.log(cleaned);
+  await mkdir(mountpoint, { recursive: true });
+
+  const client = io.client ?? new HttpControlClient({ serverUrl: opts.serverUrl, token: opts.token, requestTimeoutMs: opts.requestTimeoutMs });
+  let plan: Plan;
+  try {
+    await client.session();
+    const first = await client.plan({ threshold: opts.prefetchThreshold });
+    if (first === null) throw new KnowledgeError('unavailable', 'control plane answered 304 to a plan request without a version');
+    plan = first;
+  } catch (err) {
+    await client.close();
+    throw startupError(err, opts.serverUrl);
+  }
+  io.log(`knowledgefs mount: ${describeMountOptions(effective)}`);
+  const daemon = new MountDaemon(effective, io, plan, client);
+  await daemon.start();
+  await stop;
+  await daemon.stop();
+}

@@ -1,0 +1,88 @@
+// The mount daemon's options in one documented type: meaning, default and
+// how each interacts with the others. `validateMountOptions` checks them at
+// startup with one clear message per problem.
+
+import { KnowledgeError } from '../core/errors.js';
+import { formatBytes } from '../core/units.js';
+
+export interface MountOptions {
+  /** Absolute path where `knowledge/` appears; created when missing. */
+  readonly mountpoint: string;
+  /** Control plane base URL, e.g. `http://127.0.0.1:7700`. */
+  readonly serverUrl: string;
+  /** Runner token (from --token-file or KNOWLEDGEFS_TOKEN); kept in memory only. */
+  readonly token: string;
+  /**
+   * --prefetch-threshold (default 256 MiB). When every scope the session may
+   * load totals at most this, the plan materialises all of them; otherwise
+   * account + bound team + mounted teams. Keep it ≤ --cache-size (or set
+   * --cache-dir) so prefetched content stays cached.
+   */
+  readonly prefetchThreshold: number;
+  /** --prefetch-content on|off (default on): fetch all materialised content in the background after ready. */
+  readonly prefetchContent: boolean;
+  /** --cache-dir (default none): content-addressed spill of fetched bytes, verified when read back; survives restarts. */
+  readonly cacheDir?: string | undefined;
+  /** --cache-size (default 256 MiB): memory bound of the content cache. 0 = no memory cache (every open refetches unless --cache-dir). */
+  readonly cacheSize: number;
+  /**
+   * --grant-ttl (default 5s): how long one per-scope open grant is reused.
+   * Bounds how long an open can still succeed after a revocation; 0 asks the
+   * control plane on every open (slower `grep -r`).
+   */
+  readonly grantTtlMs: number;
+  /**
+   * --sync-interval (default 2s): the plan is polled (long-poll) at most this
+   * often; edits, new files and revocations reach `ls` within about this
+   * long plus the kernel's 1 s attribute cache.
+   */
+  readonly syncIntervalMs: number;
+  /** --request-timeout (default 5s): bound on every control-plane call and on each `open`; past it → EIO. */
+  readonly requestTimeoutMs: number;
+  /** --socket: the local control socket (mode 0600) for read/manifest/reminder. */
+  readonly socketPath: string;
+  /** --allow-other: let other users (a non-root agent) use the mount; needs user_allow_other in /etc/fuse.conf unless root. */
+  readonly allowOther: boolean;
+  /** Concurrent fetches during prefetch (default 8). */
+  readonly prefetchConcurrency?: number;
+  /** Kernel attribute/entry cache in seconds (default 1). */
+  readonly attrTimeoutSec?: number;
+}
+
+export const MOUNT_DEFAULTS = {
+  prefetchThreshold: 256 * 1024 * 1024,
+  prefetchContent: true,
+  cacheSize: 256 * 1024 * 1024,
+  grantTtlMs: 5000,
+  syncIntervalMs: 2000,
+  requestTimeoutMs: 5000,
+  prefetchConcurrency: 8,
+} as const;
+
+const MAX_TIMEOUT_MS = 10 * 60_000;
+
+export function validateMountOptions(o: MountOptions): void {
+  const problems: string[] = [];
+  if (o.token.trim() === '') problems.push('the runner token is empty');
+  if (/\s/.test(o.token)) problems.push('the runner token contains whitespace');
+  if (o.requestTimeoutMs < 100 || o.requestTimeoutMs > MAX_TIMEOUT_MS) problems.push('--request-timeout must be between 100ms and 10m');
+  if (o.syncIntervalMs < 100 || o.syncIntervalMs > MAX_TIMEOUT_MS) problems.push('--sync-interval must be between 100ms and 10m');
+  if (o.grantTtlMs > MAX_TIMEOUT_MS) problems.push('--grant-ttl must be at most 10m');
+  if (o.socketPath === '') problems.push('--socket must not be empty');
+  if (problems.length > 0) throw new KnowledgeError('invalid_argument', problems.join('; '));
+}
+
+/** One line describing the effective settings (no token), for the startup log. */
+export function describeMountOptions(o: MountOptions): string {
+  return [
+    `server ${o.serverUrl}`,
+    `prefetch-threshold ${formatBytes(o.prefetchThreshold)}`,
+    `prefetch-content ${o.prefetchContent ? 'on' : 'off'}`,
+    `cache-size ${formatBytes(o.cacheSize)}`,
+    `cache-dir ${o.cacheDir ?? '(none)'}`,
+    `grant-ttl ${o.grantTtlMs}ms`,
+    `sync-interval ${o.syncIntervalMs}ms`,
+    `request-timeout ${o.requestTimeoutMs}ms`,
+    `socket ${o.socketPath}`,
+  ].join(', ');
+}

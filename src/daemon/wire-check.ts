@@ -1,0 +1,80 @@
+// Shape checks for what the control plane sends the daemon. A body that
+// parses as JSON but is not the promised shape is treated like garbage on the
+// wire (`unavailable`), never trusted: a bad plan must not become a bad tree.
+
+import { KnowledgeError } from '../core/errors.js';
+import { packPathProblem } from '../core/paths.js';
+import type { Plan, PlanFile, ScopeSnapshot } from '../core/plan.js';
+import { parseScope } from '../core/scope.js';
+import type { GrantResponse, ManifestResponse, ReadResponse, ReminderResponse, SessionView } from '../core/wire.js';
+
+const SHA256 = /^[0-9a-f]{64}$/;
+
+function bad(what: string): never {
+  throw new KnowledgeError('unavailable', `control plane sent an invalid ${what}`);
+}
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+const isCount = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
+const isStringArray = (v: unknown): v is string[] => Array.isArray(v) && v.every((x) => typeof x === 'string');
+
+function checkFile(v: unknown): PlanFile {
+  if (!isObject(v)) bad('plan (file entry)');
+  const { path, size, mtimeMs, sha256 } = v;
+  if (typeof path !== 'string' || packPathProblem(path) !== null) bad('plan (file path)');
+  if (!isCount(size)) bad('plan (file size)');
+  if (typeof mtimeMs !== 'number' || !Number.isFinite(mtimeMs) || mtimeMs < 0) bad('plan (file mtime)');
+  if (typeof sha256 !== 'string' || !SHA256.test(sha256)) bad('plan (file sha256)');
+  return { path, size, mtimeMs: Math.floor(mtimeMs), sha256 };
+}
+
+function checkScope(v: unknown): ScopeSnapshot {
+  if (!isObject(v)) bad('plan (scope)');
+  const { scope, version, totalBytes, files } = v;
+  if (typeof scope !== 'string' || parseScope(scope) === null) bad('plan (scope name)');
+  if (typeof version !== 'string' || !isCount(totalBytes) || !Array.isArray(files)) bad('plan (scope fields)');
+  return { scope, version, totalBytes, files: files.map(checkFile) };
+}
+
+export function checkPlan(v: unknown): Plan {
+  if (!isObject(v)) bad('plan');
+  const { sessionId, version, threshold, mode, mounted, scopes } = v;
+  if (typeof sessionId !== 'string' || typeof version !== 'string' || !isCount(threshold)) bad('plan (header)');
+  if (mode !== 'all-loadable' && mode !== 'bound-and-mounted') bad('plan (mode)');
+  if (!isStringArray(mounted) || !Array.isArray(scopes)) bad('plan (lists)');
+  return { sessionId, version, threshold, mode, mounted, scopes: scopes.map(checkScope) };
+}
+
+export function checkSession(v: unknown): SessionView {
+  if (!isObject(v)) bad('session');
+  const { sessionId, kind, creator, team, mounted } = v;
+  if (typeof sessionId !== 'string' || (kind !== 'team' && kind !== 'personal') || typeof creator !== 'string') bad('session');
+  if (team !== undefined && typeof team !== 'string') bad('session (team)');
+  if (!isStringArray(mounted)) bad('session (mounted)');
+  return team === undefined ? { sessionId, kind, creator, mounted } : { sessionId, kind, creator, team, mounted };
+}
+
+export function checkGrant(v: unknown, scope: string): GrantResponse {
+  if (!isObject(v) || v.allowed !== true || v.scope !== scope) bad('grant');
+  return { scope, allowed: true };
+}
+
+export function checkReadResponse(v: unknown): ReadResponse {
+  if (!isObject(v)) bad('read response');
+  const { path, sha256, size, contentBase64, mounted } = v;
+  if (typeof path !== 'string' || typeof sha256 !== 'string' || !SHA256.test(sha256) || !isCount(size)) bad('read response');
+  if (typeof contentBase64 !== 'string' || typeof mounted !== 'boolean') bad('read response');
+  return { path, sha256, size, contentBase64, mounted };
+}
+
+export function checkManifest(v: unknown): ManifestResponse {
+  if (!isObject(v) || typeof v.text !== 'string' || typeof v.sha256 !== 'string') bad('manifest');
+  return { text: v.text, sha256: v.sha256 };
+}
+
+export function checkReminder(v: unknown): ReminderResponse {
+  if (!isObject(v)) bad('reminder');
+  const { text, date, changed, deleted } = v;
+  if (typeof text !== 'string' || typeof date !== 'string' || !isStringArray(changed) || !isStringArray(deleted)) bad('reminder');
+  return { text, date, changed, deleted };
+}
