@@ -158,7 +158,7 @@ async function main() {
     try {
       const cold = await coldGrep('ceiling', () => startCeiling(viewDir, runDir), stopPeer);
       last = cold.last;
-      const warm = await measureWarm('ceiling', last.mnt, opts.runs);
+      const warm = await measureWarm('ceiling', last.mnt, opts.runs, undefined, ['grep', 'rg']);
       results.ceiling = { ready: cold.ready, cold: { grep: cold.grep }, warm };
     } catch (err) { fail('ceiling', err); } finally { if (last) await stopPeer(last); }
   }
@@ -237,7 +237,7 @@ async function main() {
       http = await startStaticServer(viewDir);
       const cold = await coldGrep('rclone', () => startRclone(http.url, runDir), stopPeer);
       last = cold.last;
-      const warm = await measureWarm('rclone', last.mnt, opts.runs);
+      const warm = await measureWarm('rclone', last.mnt, opts.runs, undefined, ['grep', 'rg']);
       results.rclone = { ready: cold.ready, cold: { grep: cold.grep }, warm, version: (await run('rclone version | head -1')).stdout.trim() };
     } catch (err) { fail('rclone', err); } finally {
       if (last) await stopPeer(last);
@@ -302,8 +302,8 @@ writeFileSync(outFile, JSON.stringify(results, null, 2) + '\n');
 
 const c = results.corpus;
 process.stdout.write(`\nknowledgefs bench — ${c.files} files, ${(c.bytes / 1e6).toFixed(1)} MB (${(c.diskBytes / 1e6).toFixed(1)} MB on disk); median of ${opts.runs} runs; ${results.host.cpus} CPUs; ${results.durationS.toFixed(0)} s\n\n`);
-const side = sideTable(results);
-process.stdout.write(`${mainTable(results)}\n\n${side.includes('\n') ? `${side}\n\n` : ''}${targetsText(results.targets)}\n`);
+const tables = [mainTable(results), sideTable(results)].filter((t) => t.includes('\n'));
+process.stdout.write(`${[...tables, targetsText(results.targets)].join('\n\n')}\n`);
 if (results.errors.length) {
   process.stdout.write(`\nerrors:\n${results.errors.map((e) => `  - ${e}`).join('\n')}\n`);
   exitCode = 1;

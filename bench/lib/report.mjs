@@ -33,7 +33,7 @@ export function mainTable(results) {
     if (v.every((x) => x === null)) continue;
     rows.push([label, fmtS(v[0]), fmtS(v[1]), fmtS(v[2]), fmtS(v[3]), fmtX(ratio(v[0], v[1])), fmtX(ratio(v[0], v[2])), fmtX(ratio(v[0], v[3]))]);
   }
-  return pad(rows);
+  return rows.length > 1 ? pad(rows) : '';
 }
 
 export function sideTable(results) {
