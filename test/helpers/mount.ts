@@ -1,0 +1,261 @@
+// Real mounts for tests: `node bin/knowledgefs.js mount …` as a CHILD
+// process (the test process never hosts a FUSE loop, so it can run shell
+// tools freely), plus async helpers to run `ls`/`cat`/`grep` against it.
+//
+//   const m = await startMount({ serverUrl: cp.url, token });
+//   const r = await run('cat', [join(m.mountpoint, 'account/DUTY.md')]);
+//   await m.stop();   // in afterAll/finally: SIGTERM, then fusermount -uz, always
+//
+// The mount point is `<fresh temp dir>/knowledge`, so `knowledge/…` paths
+// resolve from `m.dir`. The token goes through a 0600 token file, never
+// argv. Each mount gets its own --socket under its temp dir.
+//
+// FUSE missing: `fuseSuite` skips the suite, except with CI=true where it
+// fails instead (a CI machine without FUSE must not pass silently).
+
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, it } from 'vitest';
+import { describeFuseProblems, fuseProblems } from '../../src/daemon/fuse-check.js';
+
+export const REPO_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+export const BIN = join(REPO_ROOT, 'bin', 'knowledgefs.js');
+
+/** Why FUSE can't be used here, or undefined when it can. */
+export function fuseUnavailableReason(): string | undefined {
+  const problems = fuseProblems();
+  return problems.length === 0 ? undefined : describeFuseProblems(problems);
+}
+
+/**
+ * `describe` for suites that need a real mount: runs them when FUSE works,
+ * skips them when it doesn't, and fails with CI=true.
+ */
+export function fuseSuite(name: string, body: () => void): void {
+  const reason = fuseUnavailableReason();
+  if (reason === undefined) {
+    describe(name, body);
+  } else if (process.env.CI === 'true') {
+    describe(name, () => {
+      it('needs FUSE (CI=true: a missing FUSE is a failure, not a skip)', () => {
+        throw new Error(reason);
+      });
+    });
+  } else {
+    describe.skip(`${name} (skipped: ${reason.replace(/\n/g, ' ')})`, body);
+  }
+}
+
+export interface RunResult {
+  readonly code: number | null;
+  readonly signal: NodeJS.Signals | null;
+  readonly stdout: string;
+  readonly stderr: string;
+  /** True when the command was killed for running past `timeoutMs`. */
+  readonly timedOut: boolean;
+  /** Wall time, for generous "no hang" bounds only. */
+  readonly ms: number;
+}
+
+export interface RunOptions {
+  readonly cwd?: string;
+  readonly timeoutMs?: number;
+  readonly env?: Readonly<Record<string, string>>;
+  readonly input?: string;
+  /** Return stdout as latin1 bytes-in-a-string instead of utf8. */
+  readonly binary?: boolean;
+}
+
+/** Runs a command asynchronously (never spawnSync while a mount is up). */
+export function run(cmd: string, args: readonly string[], opts: RunOptions = {}): Promise<RunResult> {
+  const started = Date.now();
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, [...args], {
+      cwd: opts.cwd,
+      env: { ...process.env, LC_ALL: 'C', ...opts.env },
+      stdio: [opts.input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
+    });
+    const out: Buffer[] = [];
+    const err: Buffer[] = [];
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      child.kill('SIGKILL');
+    }, opts.timeoutMs ?? 30_000);
+    child.stdout?.on('data', (c: Buffer) => out.push(c));
+    child.stderr?.on('data', (c: Buffer) => err.push(c));
+    if (opts.input !== undefined) child.stdin?.end(opts.input);
+    child.on('error', (e) => {
+      clearTimeout(timer);
+      reject(e);
+    });
+    child.on('close', (code, signal) => {
+      clearTimeout(timer);
+      resolve({
+        code,
+        signal,
+        stdout: Buffer.concat(out).toString(opts.binary ? 'latin1' : 'utf8'),
+        stderr: Buffer.concat(err).toString('utf8'),
+        timedOut,
+        ms: Date.now() - started,
+      });
+    });
+  });
+}
+
+/** `sh -c script`, for pipelines and redirections. */
+export function sh(script: string, opts: RunOptions = {}): Promise<RunResult> {
+  return run('sh', ['-c', script], opts);
+}
+
+/** Polls `check` until it returns a truthy value or `timeoutMs` passes; returns the last value. */
+export async function waitFor<T>(check: () => Promise<T> | T, timeoutMs = 15_000, intervalMs = 100): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let value = await check();
+  while (!value && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, intervalMs));
+    value = await check();
+  }
+  return value;
+}
+
+export function isMounted(mountpoint: string): boolean {
+  try {
+    return readFileSync('/proc/mounts', 'utf8')
+      .split('\n')
+      .some((line) => line.split(' ')[1] === mountpoint.replace(/ /g, '\\040'));
+  } catch {
+    return false;
+  }
+}
+
+/** `fusermount -uz`, ignoring "not mounted". */
+export async function forceUnmount(mountpoint: string): Promise<void> {
+  if (!isMounted(mountpoint)) return;
+  await run('fusermount', ['-uz', mountpoint], { timeoutMs: 10_000 }).catch(() => undefined);
+}
+
+export interface StartMountOptions {
+  readonly serverUrl: string;
+  readonly token: string;
+  /** Extra `mount` flags, e.g. ['--grant-ttl', '0', '--sync-interval', '200ms']. */
+  readonly args?: readonly string[];
+  /** Default `<fresh temp dir>/knowledge`. */
+  readonly mountpoint?: string;
+  /** Default `<temp dir>/control.sock`. */
+  readonly socketPath?: string;
+  readonly env?: Readonly<Record<string, string>>;
+  /** How long to wait for the "mounted" line (default 30 s). */
+  readonly readyTimeoutMs?: number;
+}
+
+export interface MountHandle {
+  readonly mountpoint: string;
+  /** Directory holding the mount point (cwd for `knowledge/…` paths). */
+  readonly dir: string;
+  readonly socketPath: string;
+  readonly child: ChildProcess;
+  readonly pid: number | undefined;
+  /** The "mounted …" line. */
+  readonly readyLine: string;
+  readonly stdout: string;
+  readonly stderr: string;
+  /** Resolves when the daemon exits. */
+  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  /** Signals the daemon without cleaning up (SIGKILL leaves a stale mount on purpose). */
+  kill(signal?: NodeJS.Signals): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  /** SIGTERM (SIGKILL after 10 s), then `fusermount -uz` and the temp dir removed. Safe to call twice. */
+  stop(): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+const READY = /^mounted (.+) \((\d+) files, (\d+) scopes\)$/m;
+
+export async function startMount(opts: StartMountOptions): Promise<MountHandle> {
+  if (!existsSync(join(REPO_ROOT, 'dist', 'cli', 'main.js'))) {
+    throw new Error('dist/ is missing: run `npm run build` before tests that spawn the CLI');
+  }
+  const dir = opts.mountpoint === undefined ? await mkdtemp(join(tmpdir(), 'kfs-mount-')) : dirname(opts.mountpoint);
+  const ownDir = opts.mountpoint === undefined;
+  const mountpoint = opts.mountpoint ?? join(dir, 'knowledge');
+  const privateDir = await mkdtemp(join(tmpdir(), 'kfs-mountctl-'));
+  const socketPath = opts.socketPath ?? join(privateDir, 'control.sock');
+  const tokenFile = join(privateDir, 'token');
+  await writeFile(tokenFile, `${opts.token}\n`, { mode: 0o600 });
+
+  const args = ['mount', mountpoint, '--server', opts.serverUrl, '--token-file', tokenFile, '--socket', socketPath, ...(opts.args ?? [])];
+  const child = spawn(process.execPath, [BIN, ...args], {
+    env: { ...process.env, ...opts.env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  let err = '';
+  child.stdout.setEncoding('utf8').on('data', (s: string) => (out += s));
+  child.stderr.setEncoding('utf8').on('data', (s: string) => (err += s));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.once('exit', (code, signal) => resolve({ code, signal })),
+  );
+
+  let stopped: Promise<{ code: number | null; signal: NodeJS.Signals | null }> | undefined;
+  const kill = async (signal: NodeJS.Signals = 'SIGTERM') => {
+    if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+    return exited;
+  };
+  const stop = () => {
+    stopped ??= (async () => {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+      const result = await exited;
+      clearTimeout(timer);
+      await forceUnmount(mountpoint);
+      await rm(privateDir, { recursive: true, force: true }).catch(() => undefined);
+      if (ownDir && !isMounted(mountpoint)) await rm(dir, { recursive: true, force: true }).catch(() => undefined);
+      return result;
+    })();
+    return stopped;
+  };
+
+  let readyLine: string;
+  try {
+    readyLine = await new Promise<string>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`mount not ready after ${opts.readyTimeoutMs ?? 30_000} ms; stderr:\n${err}`)), opts.readyTimeoutMs ?? 30_000);
+      const check = () => {
+        const m = READY.exec(out);
+        if (m !== null) {
+          clearTimeout(timer);
+          child.stdout.off('data', check);
+          resolve(m[0]);
+        }
+      };
+      child.stdout.on('data', check);
+      void exited.then(({ code, signal }) => {
+        clearTimeout(timer);
+        reject(new Error(`mount exited (code ${code}, signal ${signal}) before ready; stderr:\n${err}`));
+      });
+    });
+  } catch (e) {
+    await stop();
+    throw e;
+  }
+
+  return {
+    mountpoint,
+    dir,
+    socketPath,
+    child,
+    pid: child.pid,
+    readyLine,
+    get stdout() {
+      return out;
+    },
+    get stderr() {
+      return err;
+    },
+    exited,
+    kill,
+    stop,
+  };
+}
