@@ -46,7 +46,9 @@ export function rawRequest(port: number, req: RawRequest, timeoutMs = 10_000): P
       socket.destroy();
       reject(new Error(`no answer within ${timeoutMs} ms for ${target.toString('latin1').slice(0, 200)}`));
     }, timeoutMs);
-    socket.on('connect', () => socket.end(Buffer.concat([head, body])));
+    // Write without half-closing: some servers drop a request whose client already sent FIN.
+    socket.on('connect', () => socket.write(Buffer.concat([head, body])));
+    socket.on('end', () => socket.end());
     socket.on('data', (c: Buffer) => chunks.push(c));
     socket.on('error', (err) => {
       // A server that resets after answering still answered; parse what came.
