@@ -39,7 +39,7 @@ timeout_s=${KNOWLEDGEFS_READY_TIMEOUT:-60}
 run_as=${KNOWLEDGEFS_RUN_AS:-}
 bin=${KNOWLEDGEFS_BIN:-knowledgefs}
 
-[ -n "$server" ] || die "KNOWLEDGEFS_SERVER is not set (the control plane URL, e.g. http://control-plane:7070)"
+[ -n "$server" ] || die "KNOWLEDGEFS_SERVER is not set (the control plane URL, e.g. http://control-plane:7420)"
 if [ -n "${KNOWLEDGEFS_TOKEN_FILE:-}" ]; then
   [ -r "$KNOWLEDGEFS_TOKEN_FILE" ] || die "KNOWLEDGEFS_TOKEN_FILE=$KNOWLEDGEFS_TOKEN_FILE is not a readable file"
 elif [ -z "${KNOWLEDGEFS_TOKEN:-}" ]; then

@@ -168,9 +168,8 @@ describe('runner entrypoint: with a stand-in daemon', () => {
 // The real daemon and control plane. Skipped only where FUSE is missing and
 // not in CI (CI=true must have FUSE).
 const fuseHere = existsSync('/dev/fuse') && process.getuid?.() === 0;
-const realMount = !readFileSync(join(REPO_ROOT, 'src', 'cli', 'commands', 'mount.ts'), 'utf8').includes('(not built yet)');
 
-describe.skipIf(!(fuseHere && realMount) && process.env.CI !== 'true')('runner entrypoint: real daemon, real control plane', () => {
+describe.skipIf(!fuseHere && process.env.CI !== 'true')('runner entrypoint: real daemon, real control plane', () => {
   let dataDir: string;
   let cp: TestControlPlane;
   let token: string;
@@ -219,6 +218,15 @@ describe.skipIf(!(fuseHere && realMount) && process.env.CI !== 'true')('runner e
     const r = await entrypoint([process.execPath, BIN, 'read', `${mp}/account/DUTY.md`], realEnv());
     expect(r.code).toBe(0);
     expect(r.stdout).toBe('# Account duty\n');
+  });
+
+  it('KNOWLEDGEFS_RUN_AS: the command runs unprivileged and still lists, reads and uses the read tool', async () => {
+    chmodSync(tmp, 0o711); // let `nobody` traverse to the mount point and socket
+    const script = `id -u; ls "${mp}"; "${process.execPath}" "${BIN}" read "${mp}/team_payments/DUTY.md"; echo "token=\${KNOWLEDGEFS_TOKEN:-unset}"`;
+    const r = await entrypoint(['sh', '-c', script], realEnv({ KNOWLEDGEFS_RUN_AS: 'nobody' }));
+    expect(r.stderr).not.toMatch(/denied|cannot/i);
+    expect(r.stdout).toBe(`65534\naccount\nteam_payments\n# Payments duty\ntoken=unset\n`);
+    expect(r.code).toBe(0);
   });
 
   it('no control plane → the daemon fails, a clear line, non-zero, nothing mounted', async () => {

@@ -6,7 +6,7 @@
 // and mount point checks. The token is never printed.
 
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -45,6 +45,7 @@ function doctor(args: string[], env: Record<string, string> = {}): Promise<Run> 
   });
 }
 
+const fuseHere = (existsSync('/dev/fuse') && process.getuid?.() === 0) || process.env.CI === 'true';
 const line = (out: string, name: string) => out.split('\n').find((l) => new RegExp(`^\\S+\\s+${name}\\s`).test(l)) ?? '';
 
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
@@ -105,7 +106,7 @@ describe('machine checks (injected probes)', () => {
   it('a mount point is reported not mounted, mounted, or missing', async () => {
     expect((await checkMountpoint(tmp, 2_000)).status).toBe('note');
     expect(await checkMountpoint('/proc', 2_000)).toMatchObject({ status: 'ok', detail: '/proc is mounted and answers' });
-    expect(await checkMountpoint(join(tmp, 'nope'), 2_000)).toMatchObject({ status: 'note', fix: `mkdir -p ${join(tmp, 'nope')}` });
+    expect(await checkMountpoint(join(tmp, 'nope'), 2_000)).toMatchObject({ status: 'note', detail: `${join(tmp, 'nope')} does not exist yet (\`knowledgefs mount\` creates it)` });
   });
 });
 
@@ -192,6 +193,39 @@ describe('knowledgefs doctor against a real control plane', () => {
       );
     } finally {
       await sock.close();
+    }
+  });
+
+  it.skipIf(!fuseHere)('a live mount is ok; after its daemon is SIGKILLed the stale mount FAILs with the fusermount fix', async () => {
+    const mp = join(tmp, 'knowledge');
+    const sockPath = join(tmp, 'mount.sock');
+    const daemon = spawn(process.execPath, [BIN, 'mount', mp, '--server', cp.url, '--socket', sockPath, '--prefetch-content', 'off'], {
+      env: { ...process.env, KNOWLEDGEFS_TOKEN: token },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    try {
+      await new Promise<void>((resolve, reject) => {
+        let out = '';
+        daemon.stdout.setEncoding('utf8').on('data', (d: string) => {
+          out += d;
+          if (out.includes('mounted ')) resolve();
+        });
+        daemon.once('exit', (code) => reject(new Error(`mount exited ${code}`)));
+      });
+      const live = await doctor(['--mountpoint', mp, '--socket', sockPath]);
+      expect(line(live.stdout, 'mount point')).toMatch(/^ok\s+mount point\s+.* is mounted and answers$/);
+      expect(line(live.stdout, 'mount daemon')).toMatch(new RegExp(`^ok\\s+mount daemon\\s+${sockPath}: ${mp} mounted, 2 files in account, team_payments`));
+      const exited = new Promise((resolve) => daemon.once('exit', resolve));
+      daemon.kill('SIGKILL');
+      await exited;
+      const stale = await doctor(['--mountpoint', mp, '--socket', sockPath]);
+      expect(stale.code).toBe(1);
+      expect(line(stale.stdout, 'mount point')).toBe(
+        `FAIL  mount point    ${mp} is a stale mount (transport endpoint is not connected: its daemon is gone) — fix: fusermount -uz ${mp} (then start \`knowledgefs mount\` again)`,
+      );
+    } finally {
+      daemon.kill('SIGKILL');
+      await new Promise<void>((resolve) => spawn('fusermount', ['-uz', mp], { stdio: 'ignore' }).on('close', () => resolve()).on('error', () => resolve()));
     }
   });
 

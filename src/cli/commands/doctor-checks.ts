@@ -288,7 +288,7 @@ export async function checkMountpoint(dir: string, timeoutMs: number): Promise<C
     if (code === 'ENOTCONN') {
       return { name, status: 'FAIL', detail: `${dir} is a stale mount (transport endpoint is not connected: its daemon is gone)`, fix: staleFix };
     }
-    if (code === 'ENOENT') return { name, status: 'note', detail: `${dir} does not exist yet (\`knowledgefs mount\` needs an existing directory)`, fix: `mkdir -p ${dir}` };
+    if (code === 'ENOENT') return { name, status: 'note', detail: `${dir} does not exist yet (\`knowledgefs mount\` creates it)` };
     return { name, status: 'FAIL', detail: `stat ${dir}: ${messageOf(err)}` };
   } finally {
     clearTimeout(timer);
