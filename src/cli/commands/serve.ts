@@ -86,6 +86,8 @@ Examples:
   knowledgefs serve --data /srv/knowledge --membership-url http://people.internal:8080 --membership-timeout 1s`,
     )
     .action(async (flags: ServeFlags) => {
+      // Listen for SIGINT/SIGTERM from the start, so a signal during start-up still ends in a clean stop.
+      const stopping = ctx.stopSignal();
       const dataDir = resolve(ctx.cwd, flags.data);
       const { host, port } = parseListen(flags.listen);
       const adminToken = await resolveAdminToken(flags, dataDir, ctx);
@@ -106,7 +108,7 @@ Examples:
       const files = cp.store.scopes().reduce((n, s) => n + s.files.length, 0);
       log(`serving ${dataDir}: ${cp.store.scopes().length} scopes, ${files} files, ${cp.registry.size} sessions`);
       ctx.stdout.write(`listening on ${cp.url}\n`);
-      const signal = await ctx.stopSignal();
+      const signal = await stopping;
       log(`${signal}: shutting down`);
       await cp.close();
       result.code = EXIT.ok;
