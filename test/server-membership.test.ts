@@ -1,0 +1,111 @@
+// Membership from an HTTP service (--membership-url) over real HTTP: when the
+// service is down, slow, hanging, answering 500 or garbage, or does not know
+// the creator, other teams are denied (fail closed) while the account and the
+// bound team keep working and never consult the service.
+
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import type { Plan } from '../src/core/plan.js';
+import { makeDataDir, removeDataDir } from './helpers/data-dir.js';
+import { startControlPlane, type TestControlPlane } from './helpers/control-plane.js';
+import { GARBAGE_BODIES, startFaultMembership, type FaultMembership, type MembershipMode } from './helpers/fault-membership.js';
+
+let dir: string;
+let members: FaultMembership;
+let cp: TestControlPlane;
+
+beforeAll(async () => {
+  dir = await makeDataDir({
+    teams: { payments: 'Payments', search: 'Search' },
+    users: {},
+    files: {
+      'account/DUTY.md': '# Account\n',
+      'teams/payments/DUTY.md': '# Payments\n',
+      'teams/search/DUTY.md': '# Search\n',
+    },
+  });
+  members = await startFaultMembership({ alice: ['payments', 'search'] });
+  cp = await startControlPlane({ dataDir: dir, membershipUrl: members.url, membershipTimeoutMs: 300 });
+});
+afterAll(async () => {
+  await cp?.close();
+  await members?.close();
+  await removeDataDir(dir);
+});
+beforeEach(async () => {
+  await members.setMode({ kind: 'ok' });
+});
+
+const auth = (token: string) => ({ authorization: `Bearer ${token}` });
+const status = async (token: string, path: string) => (await fetch(`${cp.url}${path}`, { headers: auth(token) })).status;
+const planScopes = async (token: string) =>
+  ((await (await fetch(`${cp.url}/v1/plan`, { headers: auth(token) })).json()) as Plan).scopes.map((s) => s.scope);
+
+const failures: [string, MembershipMode][] = [
+  ['down', { kind: 'down' }],
+  ['slow (past the timeout)', { kind: 'slow', ms: 2_000 }],
+  ['hanging', { kind: 'hang' }],
+  ['500', { kind: 'status', status: 500 }],
+  ['403', { kind: 'status', status: 403 }],
+  ...GARBAGE_BODIES.map((body): [string, MembershipMode] => [`garbage ${JSON.stringify(body)}`, { kind: 'garbage', body }]),
+];
+
+describe('HTTP membership source', () => {
+  it('works when the service answers: member teams allowed, creator asked about', async () => {
+    const s = await cp.createSession({ kind: 'personal', creator: 'alice', team: 'payments' });
+    members.resetCalls();
+    expect(await status(s.token, '/v1/files/team_search/DUTY.md')).toBe(200);
+    expect(members.calls('alice')).toBe(1);
+    expect(await planScopes(s.token)).toEqual(['account', 'team_payments', 'team_search']);
+  });
+
+  it.each(failures)('service %s → other teams fail closed (503), account and bound team still allowed', async (_name, mode) => {
+    const s = await cp.createSession({ kind: 'personal', creator: 'alice', team: 'payments' });
+    await members.setMode(mode);
+    const res = await fetch(`${cp.url}/v1/files/team_search/DUTY.md`, { headers: auth(s.token) });
+    expect(res.status).toBe(503);
+    expect(await res.json()).toMatchObject({ error: { code: 'membership_unavailable' } });
+    expect(await status(s.token, '/v1/grants/team_search')).toBe(503);
+    members.resetCalls();
+    expect(await status(s.token, '/v1/files/account/DUTY.md')).toBe(200);
+    expect(await status(s.token, '/v1/files/team_payments/DUTY.md')).toBe(200);
+    expect(members.calls()).toBe(0);
+    expect(await planScopes(s.token)).toEqual(['account', 'team_payments']);
+  });
+
+  it('a creator the service does not know (404) is denied other teams like a missing file', async () => {
+    const s = await cp.createSession({ kind: 'personal', creator: 'alice', team: 'payments' });
+    await members.setMode({ kind: 'not-found' });
+    expect(await status(s.token, '/v1/files/team_search/DUTY.md')).toBe(404);
+    expect(await status(s.token, '/v1/files/team_payments/DUTY.md')).toBe(200);
+  });
+
+  it('a membership removed at the service takes effect on the next request', async () => {
+    const s = await cp.createSession({ kind: 'personal', creator: 'alice', team: 'payments' });
+    expect(await status(s.token, '/v1/files/team_search/DUTY.md')).toBe(200);
+    members.setTeams('alice', ['payments']);
+    try {
+      expect(await status(s.token, '/v1/files/team_search/DUTY.md')).toBe(404);
+    } finally {
+      members.setTeams('alice', ['payments', 'search']);
+    }
+  });
+
+  it('team sessions never consult the service', async () => {
+    const t = await cp.createSession({ kind: 'team', creator: 'alice', team: 'payments' });
+    await members.setMode({ kind: 'down' });
+    members.resetCalls();
+    expect(await status(t.token, '/v1/files/team_search/DUTY.md')).toBe(403);
+    expect(await status(t.token, '/v1/files/team_payments/DUTY.md')).toBe(200);
+    expect(members.calls()).toBe(0);
+  });
+
+  it('session create: unknown user is 400, service down is 503', async () => {
+    const create = (creator: string) =>
+      fetch(`${cp.url}/v1/admin/sessions`, { method: 'POST', headers: auth(cp.adminToken), body: JSON.stringify({ kind: 'personal', creator }) });
+    expect((await create('nobody')).status).toBe(400);
+    await members.setMode({ kind: 'down' });
+    const res = await create('alice');
+    expect(res.status).toBe(503);
+    expect(await res.json()).toMatchObject({ error: { code: 'membership_unavailable' } });
+  });
+});
