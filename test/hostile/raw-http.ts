@@ -29,7 +29,7 @@ export function rawRequest(port: number, req: RawRequest, timeoutMs = 10_000): P
   const headerLines = Object.entries({
     host: `127.0.0.1:${port}`,
     connection: 'close',
-    ...(body.length > 0 ? { 'content-length': String(body.length) } : {}),
+    ...(body.length > 0 && req.headers?.['transfer-encoding'] === undefined ? { 'content-length': String(body.length) } : {}),
     ...req.headers,
   })
     .map(([k, v]) => `${k}: ${v}\r\n`)
