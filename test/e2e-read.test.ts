@@ -13,7 +13,8 @@
 // - a file still in the tree whose team was revoked: refused, content not
 //   printed, not in the read set;
 // - reminder: an edited read file is named once; new files and denied reads
-//   never appear.
+//   never appear;
+// - control plane unreachable: exit 4 naming the control plane.
 //
 // Membership comes from an HTTP service the test controls, so revocation and
 // outages happen without touching the data dir.
@@ -193,6 +194,14 @@ fuseSuite('read tool end to end', () => {
       const body = JSON.parse(reminder.stdout) as { changed: string[]; deleted: string[]; text: string };
       expect(body.deleted).toEqual(['team_search/DUTY.md']);
       expect(body.text).not.toContain('reindex');
+
+      // Control plane unreachable: exit 4, naming the control plane; nothing printed.
+      proxy.setRules([]);
+      proxy.setMode({ kind: 'refuse' });
+      const down = await kfs(m, ['read', 'knowledge/account/DUTY.md']);
+      expect(down.code).toBe(4);
+      expect(down.stdout).toBe('');
+      expect(down.stderr).toMatch(/control plane at http:\/\/127\.0\.0\.1:\d+ unavailable/);
     } finally {
       members.setTeams('alice', ['payments', 'search']);
       proxy.setRules([]);

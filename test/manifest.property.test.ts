@@ -9,25 +9,18 @@
 // 2. The 32 KiB DUTY.md cap on arbitrary Unicode: valid UTF-8, within the
 //    cap, a prefix of the original, and as long as it can be.
 
-import { mkdirSync, mkdtempSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DUTY_CAP_BYTES, buildManifest, truncateUtf8 } from '../src/core/manifest.js';
-import { serveControlPlane, type ListeningControlPlane } from '../src/server/control-plane.js';
-
-const ADMIN = 'admin-token-for-manifest-property';
+import { startControlPlane, type TestControlPlane } from './helpers/control-plane.js';
+import { makeDataDir, removeDataDir } from './helpers/data-dir.js';
 
 describe('manifest through the control plane', () => {
-  const data = mkdtempSync(join(tmpdir(), 'kfs-manifest-prop-'));
-  const scopeDirs: Record<string, string> = {
-    account: join(data, 'account'),
-    team_payments: join(data, 'teams', 'payments'),
-    team_search: join(data, 'teams', 'search'),
-    team_storage: join(data, 'teams', 'storage'),
-  };
-  let cp: ListeningControlPlane;
+  let data = '';
+  const scopeDirs: Record<string, string> = {};
+  let cp: TestControlPlane;
   let token = '';
 
   const put = (scope: string, path: string, text: string) => {
@@ -36,42 +29,46 @@ describe('manifest through the control plane', () => {
     writeFileSync(file, text);
   };
 
-  async function api(path: string, init: RequestInit & { auth: string }): Promise<Response> {
-    return fetch(`${cp.url}${path}`, { ...init, headers: { authorization: `Bearer ${init.auth}`, 'content-type': 'application/json' } });
-  }
-
   async function manifest(): Promise<{ text: string; sha256: string }> {
     await cp.rescan();
-    const res = await api('/v1/manifest', { auth: token });
+    const res = await fetch(`${cp.url}/v1/manifest`, { headers: { authorization: `Bearer ${token}` } });
     expect(res.status).toBe(200);
     return (await res.json()) as { text: string; sha256: string };
   }
 
   beforeAll(async () => {
-    writeFileSync(
-      join(data, 'directory.json'),
-      JSON.stringify({
-        teams: { payments: {}, search: {}, storage: {} },
-        users: { alice: { teams: ['payments', 'search'], role: 'member' } },
-      }),
-    );
-    put('account', 'DUTY.md', '# Account\nShared policies.\n');
-    put('team_payments', 'DUTY.md', '# Payments\nCards, payouts, ledger.\n');
-    put('team_search', 'DUTY.md', '# Search ✓\nIndexing and ranking.\n');
-    put('team_storage', 'DUTY.md', '# Storage\nCeph and Postgres.\n');
-    put('team_payments', 'runbooks/a.md', 'a');
-    cp = await serveControlPlane({ dataDir: data, adminToken: ADMIN, scanIntervalMs: 60_000, log: () => {} });
-    const created = await api('/v1/admin/sessions', { method: 'POST', auth: ADMIN, body: JSON.stringify({ kind: 'personal', creator: 'alice', team: 'payments' }) });
-    expect(created.status).toBe(201);
-    token = ((await created.json()) as { token: string }).token;
+    data = await makeDataDir({
+      teams: { payments: 'Payments', search: 'Search', storage: 'Storage' },
+      users: { alice: { teams: ['payments', 'search'] } },
+      files: {
+        'account/DUTY.md': '# Account\nShared policies.\n',
+        'teams/payments/DUTY.md': '# Payments\nCards, payouts, ledger.\n',
+        'teams/search/DUTY.md': '# Search ✓\nIndexing and ranking.\n',
+        'teams/storage/DUTY.md': '# Storage\nCeph and Postgres.\n',
+        'teams/payments/runbooks/a.md': 'a',
+      },
+    });
+    Object.assign(scopeDirs, {
+      account: join(data, 'account'),
+      team_payments: join(data, 'teams', 'payments'),
+      team_search: join(data, 'teams', 'search'),
+      team_storage: join(data, 'teams', 'storage'),
+    });
+    // Rescans only when the test asks for one.
+    cp = await startControlPlane({ dataDir: data, scanIntervalMs: 600_000 });
+    token = (await cp.createSession({ kind: 'personal', creator: 'alice', team: 'payments' })).token;
     // Mount search through the read tool's route so the mount section is exercised too.
-    const read = await api('/v1/read', { method: 'POST', auth: token, body: JSON.stringify({ path: 'team_search/DUTY.md', mount: true }) });
+    const read = await fetch(`${cp.url}/v1/read`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ path: 'team_search/DUTY.md', mount: true }),
+    });
     expect(read.status).toBe(200);
   });
 
   afterAll(async () => {
     await cp?.close();
-    rmSync(data, { recursive: true, force: true });
+    if (data) await removeDataDir(data);
   });
 
   it('carries account, bound team and the mounted team, never the invisible one', async () => {
