@@ -37,6 +37,17 @@ export function registerRead(program: Command, ctx: CliContext, result: CommandR
     .option('--offset <n>', 'characters to skip before printing', optionParser((t) => parseCount(t, 0)))
     .option('--limit <n>', `characters to print at most (1..${READ_OUTPUT_CAP}, default ${READ_OUTPUT_CAP})`, optionParser((t) => parseCount(t, 1, READ_OUTPUT_CAP)))
     .option('--json', 'print {"ok", path, content, sha256, size, offset, truncated} or {"ok": false, "error"}')
+    .addHelpText(
+      'after',
+      `
+Exit codes: 0 ok; 1 no such file (also a file this session may not load); 2 usage;
+3 denied, with what to do (team session asking for another team);
+4 unavailable (the control plane or the membership source is down: the message says which).
+
+Examples:
+  knowledgefs read knowledge/team_search/DUTY.md
+  knowledgefs read knowledge/account/policies/on-call.md --offset 100000`,
+    )
     .action(async (path: string, opts: ReadOptions) => {
       const client = new SocketClient(resolveSocketPath(opts.socket, ctx));
       let res: LocalReadResult;
