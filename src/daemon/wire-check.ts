@@ -4,7 +4,7 @@
 
 import { KnowledgeError } from '../core/errors.js';
 import { packPathProblem } from '../core/paths.js';
-import type { Plan, PlanFile, ScopeSnapshot } from '../core/plan.js';
+import { planVersion, scopeVersion, type Plan, type PlanFile, type ScopeSnapshot } from '../core/plan.js';
 import { parseScope } from '../core/scope.js';
 import type { GrantResponse, ManifestResponse, ReadResponse, ReminderResponse, SessionView } from '../core/wire.js';
 
@@ -33,7 +33,11 @@ function checkScope(v: unknown): ScopeSnapshot {
   const { scope, version, totalBytes, files } = v;
   if (typeof scope !== 'string' || parseScope(scope) === null) bad('plan (scope name)');
   if (typeof version !== 'string' || !isCount(totalBytes) || !Array.isArray(files)) bad('plan (scope fields)');
-  return { scope, version, totalBytes, files: files.map(checkFile) };
+  const checked = files.map(checkFile);
+  // The version hashes every (path, sha256): a byte changed on the way (a
+  // flipped file name still parses) must not become a phantom entry.
+  if (scopeVersion(checked) !== version) bad('plan (scope version does not match its files)');
+  return { scope, version, totalBytes, files: checked };
 }
 
 export function checkPlan(v: unknown): Plan {
@@ -42,7 +46,9 @@ export function checkPlan(v: unknown): Plan {
   if (typeof sessionId !== 'string' || typeof version !== 'string' || !isCount(threshold)) bad('plan (header)');
   if (mode !== 'all-loadable' && mode !== 'bound-and-mounted') bad('plan (mode)');
   if (!isStringArray(mounted) || !Array.isArray(scopes)) bad('plan (lists)');
-  return { sessionId, version, threshold, mode, mounted, scopes: scopes.map(checkScope) };
+  const checked = scopes.map(checkScope);
+  if (planVersion(mode, checked, mounted) !== version) bad('plan (version does not match its scopes)');
+  return { sessionId, version, threshold, mode, mounted, scopes: checked };
 }
 
 export function checkSession(v: unknown): SessionView {
