@@ -27,8 +27,12 @@ export type ProxyMode =
   | { readonly kind: 'refuse' }
   /** Forward, then send only the first `keep` body bytes (default: half) and cut the socket. */
   | { readonly kind: 'truncate'; readonly keep?: number }
-  /** Forward, then invert byte(s) of the body; length and headers unchanged. */
-  | { readonly kind: 'flip'; readonly at?: number }
+  /**
+   * Forward, then invert one body byte; length and headers unchanged. The
+   * byte is the first of `find`'s first occurrence when given (e.g. a file
+   * name inside a plan), else at `at`, else the middle one.
+   */
+  | { readonly kind: 'flip'; readonly at?: number; readonly find?: string }
   /** Answer `status` with `body` (default a JSON error) without forwarding. */
   | { readonly kind: 'status'; readonly status: number; readonly body?: string }
   /** Answer 200 with bytes that are neither JSON nor the requested file. */
@@ -145,7 +149,8 @@ export async function startFaultProxy(target: string, options: { port?: number }
     let out = answer.body;
     if (mode.kind === 'flip' && out.length > 0) {
       out = Buffer.from(out);
-      const at = Math.min(mode.at ?? Math.floor(out.length / 2), out.length - 1);
+      const found = mode.find === undefined ? -1 : out.indexOf(mode.find);
+      const at = found >= 0 ? found : Math.min(mode.at ?? Math.floor(out.length / 2), out.length - 1);
       out[at] = (out[at] ?? 0) ^ 0xff;
     }
     headers['content-length'] = String(out.length);
