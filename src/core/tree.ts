@@ -7,9 +7,15 @@
 // the plan.
 //
 // Page-cache rule: the kernel keeps a file's cached pages while its size and
-// mtime (milliseconds) are unchanged (fuse `auto_cache`). So when a new plan
-// changes a file's sha256 but neither its size nor its mtime, the reported
-// mtime is bumped past the previous one: a changed file always looks changed.
+// mtime (milliseconds) are unchanged (fuse `auto_cache`). So a path never
+// reports the same (size, mtime) for two different contents: each file node
+// remembers the last few (sha256, size, reported mtime) versions of its path
+// (also kept a while for removed paths, in case they come back), and a new
+// version whose plan mtime would collide with an earlier one of the same size
+// is bumped a millisecond at a time until it doesn't. Remembering more than
+// the previous version matters: A@t → B@now → B@t (an edit, then the mtime
+// set back) must not report t for B while the kernel may still hold A's pages
+// under t.
 //
 // Immutable: a new plan builds a new tree and the daemon swaps it in whole,
 // so an operation never sees half of two plans.
@@ -47,6 +53,8 @@ export interface FileNode {
   readonly mtimeMs: number;
   /** The mtime the plan gave. */
   readonly planMtimeMs: number;
+  /** This path's recent versions, newest (this one) first; shared between trees while unchanged. */
+  readonly versions: readonly FileVersion[];
   readonly stat: NodeStat;
 }
 
@@ -61,6 +69,17 @@ export interface DirNode {
 }
 
 export type TreeNode = FileNode | DirNode;
+
+export interface FileVersion {
+  readonly sha256: string;
+  readonly size: number;
+  readonly mtimeMs: number;
+}
+
+/** Versions remembered per path. */
+export const VERSION_HISTORY = 4;
+/** Removed paths whose versions are remembered, across plans. */
+export const REMOVED_HISTORY = 4096;
 
 export interface TreeOptions {
   readonly uid?: number;
@@ -86,16 +105,23 @@ function makeStat(mode: number, size: number, mtimeMs: number, nlink: number, op
   };
 }
 
-/** The mtime to report for `file` given what the previous tree reported for the same path. */
-export function reportedMtime(file: PlanFile, previous: FileNode | undefined): number {
-  if (previous === undefined) return file.mtimeMs;
-  if (previous.sha256 === file.sha256) {
-    // Unchanged content and plan mtime keep what was reported (possibly a bump).
-    return previous.planMtimeMs === file.mtimeMs ? previous.mtimeMs : file.mtimeMs;
+/**
+ * The mtime to report for `file` and the path's version history, given the
+ * node it replaces (if any) and the versions remembered for the path.
+ */
+export function reportedVersion(
+  file: PlanFile,
+  previous: FileNode | undefined,
+  history: readonly FileVersion[],
+): { mtimeMs: number; versions: readonly FileVersion[] } {
+  if (previous !== undefined && previous.sha256 === file.sha256 && previous.planMtimeMs === file.mtimeMs) {
+    return { mtimeMs: previous.mtimeMs, versions: previous.versions };
   }
-  // Content changed with the same size: the kernel only notices a different mtime.
-  if (previous.size === file.size && previous.mtimeMs === file.mtimeMs) return previous.mtimeMs + 1;
-  return file.mtimeMs;
+  let mtimeMs = file.mtimeMs;
+  while (history.some((v) => v.sha256 !== file.sha256 && v.size === file.size && v.mtimeMs === mtimeMs)) mtimeMs++;
+  const versions = [{ sha256: file.sha256, size: file.size, mtimeMs }, ...history.filter((v) => v.sha256 !== file.sha256)];
+  if (versions.length > VERSION_HISTORY) versions.length = VERSION_HISTORY;
+  return { mtimeMs, versions };
 }
 
 interface DirBuild {
@@ -114,6 +140,8 @@ export class Tree {
   readonly fileCount: number;
   readonly totalBytes: number;
   private readonly nodes: Map<string, TreeNode>;
+  /** Versions of paths removed by recent plans (bounded), so a path that comes back is not confused with its past. */
+  private readonly removed: Map<string, readonly FileVersion[]>;
 
   private constructor(fields: {
     version: string;
@@ -123,6 +151,7 @@ export class Tree {
     fileCount: number;
     totalBytes: number;
     nodes: Map<string, TreeNode>;
+    removed: Map<string, readonly FileVersion[]>;
   }) {
     this.version = fields.version;
     this.sessionId = fields.sessionId;
@@ -131,6 +160,7 @@ export class Tree {
     this.fileCount = fields.fileCount;
     this.totalBytes = fields.totalBytes;
     this.nodes = fields.nodes;
+    this.removed = fields.removed;
   }
 
   /** An empty tree: just the root. Used before the first plan and after a session is revoked. */
@@ -174,8 +204,9 @@ export class Tree {
         const slash = path.lastIndexOf('/');
         const dirPath = path.slice(0, slash);
         const dir = ensureDir(dirPath, snapshot.scope);
-        const prev = previous?.nodes.get(path);
-        const mtimeMs = reportedMtime(file, prev?.kind === 'file' ? prev : undefined);
+        const prevNode = previous?.nodes.get(path);
+        const prev = prevNode?.kind === 'file' ? prevNode : undefined;
+        const { mtimeMs, versions } = reportedVersion(file, prev, prev?.versions ?? previous?.removed.get(path) ?? []);
         nodes.set(path, {
           kind: 'file',
           path,
@@ -185,6 +216,7 @@ export class Tree {
           size: file.size,
           mtimeMs,
           planMtimeMs: file.mtimeMs,
+          versions,
           stat: makeStat(FILE_MODE, file.size, mtimeMs, 1, opts),
         });
         dir.names.add(path.slice(slash + 1));
@@ -222,6 +254,7 @@ export class Tree {
       fileCount,
       totalBytes,
       nodes,
+      removed: previous === undefined ? new Map() : Tree.rememberRemoved(previous, nodes),
     });
   }
 
@@ -278,6 +311,21 @@ export class Tree {
       fileCount,
       totalBytes,
       nodes,
+      removed: Tree.rememberRemoved(this, nodes),
     });
+  }
+
+  /** Versions of paths in `previous` (or remembered by it) that `nodes` lacks; newest removals kept. */
+  private static rememberRemoved(previous: Tree, nodes: Map<string, TreeNode>): Map<string, readonly FileVersion[]> {
+    const removed = new Map<string, readonly FileVersion[]>();
+    for (const node of previous.files()) {
+      if (removed.size >= REMOVED_HISTORY) break;
+      if (!nodes.has(node.path)) removed.set(node.path, node.versions);
+    }
+    for (const [path, versions] of previous.removed) {
+      if (removed.size >= REMOVED_HISTORY) break;
+      if (!nodes.has(path) && !removed.has(path)) removed.set(path, versions);
+    }
+    return removed;
   }
 }
