@@ -5,10 +5,15 @@
 // network, no authorisation, no hashing: whatever our mount costs above this
 // is ours; whatever this costs above local disk is fuse-native + libfuse2.
 //
-// Usage: node bench/ceiling-fs.mjs SRC_DIR MOUNTPOINT
+// Usage: node bench/ceiling-fs.mjs SRC_DIR MOUNTPOINT [--policy best|ours]
 // Loads SRC_DIR into memory, mounts, prints `mounted MOUNTPOINT (N files)`
 // on stdout; SIGINT/SIGTERM unmount and exit 0. Same modes as the real
 // mount: files 0444, directories 0555. Writes are EROFS.
+//
+// `--policy ours` keeps the binding and the in-memory data but uses our
+// mount's kernel cache policy instead (auto_cache, 1 s attr/entry timeouts:
+// what freshness after a sync requires), so the bench can split the gap to
+// the ceiling into "cache policy" and "our per-operation work".
 //
 // This process must never touch its own mount point (the FUSE loop runs on
 // this event loop): the orchestrator drives the mount from other processes.
@@ -20,9 +25,10 @@ import { createRequire } from 'node:module';
 const require = createRequire(import.meta.url);
 const Fuse = require('fuse-native');
 
-const [src, mnt] = process.argv.slice(2);
-if (!src || !mnt) {
-  process.stderr.write('usage: node bench/ceiling-fs.mjs SRC_DIR MOUNTPOINT\n');
+const [src, mnt, policyFlag, policyValue] = process.argv.slice(2);
+const policy = policyFlag === '--policy' ? policyValue : 'best';
+if (!src || !mnt || (policy !== 'best' && policy !== 'ours')) {
+  process.stderr.write('usage: node bench/ceiling-fs.mjs SRC_DIR MOUNTPOINT [--policy best|ours]\n');
   process.exit(2);
 }
 
@@ -97,14 +103,10 @@ const ops = {
   utimens: readOnly, symlink: readOnly, link: readOnly, mknod: readOnly,
 };
 
-const fuse = new Fuse(mnt, ops, {
-  force: true,
-  mkdir: true,
-  kernelCache: true,
-  entryTimeout: 60,
-  attrTimeout: 60,
-  fsname: 'kfs-ceiling',
-});
+const cacheOptions = policy === 'best'
+  ? { kernelCache: true, entryTimeout: 60, attrTimeout: 60 }
+  : { autoCache: true, entryTimeout: 1, attrTimeout: 1 };
+const fuse = new Fuse(mnt, ops, { force: true, mkdir: true, fsname: 'kfs-ceiling', ...cacheOptions });
 
 let closing = false;
 function shutdown() {

@@ -25,7 +25,7 @@ import { log, setVerbose, installCleanupHandlers, cleanup, run, stop } from './l
 import { summarize, round3 } from './lib/stats.mjs';
 import { measureWarm, timed, grepCommand } from './lib/commands.mjs';
 import { startCeiling, startRclone, startStaticServer, stopPeer } from './lib/peers.mjs';
-import { REPO, startServer, createSession, writeToken, startMount, stopMount, rssMiB, waitPrefetch } from './lib/knowledgefs.mjs';
+import { REPO, BIN, startServer, createSession, writeToken, startMount, stopMount, rssMiB, waitPrefetch, idleCpuMsPerS } from './lib/knowledgefs.mjs';
 import { readToolLatency } from './lib/read-tool.mjs';
 import { controlPlaneLoad } from './lib/load.mjs';
 import { mainTable, sideTable, checkTargets, targetsText, consistencyErrors } from './lib/report.mjs';
@@ -130,6 +130,18 @@ async function coldGrep(label, startFs, stopFs, onMounted) {
 }
 
 async function main() {
+  // ---- baselines: what any Node process pays before our code runs ---------
+  try {
+    const node = [];
+    const cli = [];
+    for (let i = 0; i < opts.runs; i++) {
+      node.push((await timed(`${process.execPath} -e 0`)).ms);
+      cli.push((await timed(`${process.execPath} ${BIN} --version`)).ms);
+    }
+    results.baseline = { nodeStartMs: summarize(node), cliStartMs: summarize(cli) };
+    log(`baseline: node -e 0 ${results.baseline.nodeStartMs.median.toFixed(0)} ms, knowledgefs --version ${results.baseline.cliStartMs.median.toFixed(0)} ms`);
+  } catch (err) { fail('baseline', err); }
+
   // ---- local disk: the limit --------------------------------------------
   if (want('disk')) {
     try {
@@ -160,6 +172,11 @@ async function main() {
       last = cold.last;
       const warm = await measureWarm('ceiling', last.mnt, opts.runs, undefined, ['grep', 'rg']);
       results.ceiling = { ready: cold.ready, cold: { grep: cold.grep }, warm };
+      await stopPeer(last);
+      last = null;
+      // Diagnostic: the same in-memory filesystem under our kernel cache policy.
+      last = await startCeiling(viewDir, runDir, 'ours');
+      results.ceilingOurPolicy = { warm: await measureWarm('ceiling (our cache policy)', last.mnt, opts.runs, [{ id: 'grep', label: 'grep -r (warm)', cmd: grepCommand(last.mnt) }]) };
     } catch (err) { fail('ceiling', err); } finally { if (last) await stopPeer(last); }
   }
 
@@ -224,6 +241,8 @@ async function main() {
       log(`control plane load, ${opts.runners} runners [${elapsed()}]`);
       results.load = await controlPlaneLoad(server, { teams: corpus.teams, runners: opts.runners, planRounds: 2, revalidateRounds: opts.quick ? 5 : 10, grantRounds: opts.quick ? 5 : 10 });
       results.load.serverRssMiB = rssMiB(server.handle.pid);
+      results.load.serverIdleCpuMsPerS = round3(await idleCpuMsPerS(server.handle.pid));
+      log(`control plane idle CPU: ${results.load.serverIdleCpuMsPerS.toFixed(0)} ms per second`);
     } catch (err) { fail('load', err); }
   }
   if (server) await stop(server.handle);
@@ -261,19 +280,27 @@ async function main() {
         srv = await startServer(dir, join(runDir, `cp-scale-${files}`), { timeoutMs: 600_000 });
         const s = await createSession(srv, { kind: 'personal', creator: 'bench' });
         const tokenFile = writeToken(runDir, `scale-${files}`, s.token);
+        const serverIdleCpuMsPerS = round3(await idleCpuMsPerS(srv.handle.pid));
         const ready = [];
         const rss = [];
+        const settled = [];
+        const hwm = [];
         for (let i = 0; i < opts.runs; i++) {
           const m = await startMount(srv, tokenFile, runDir, { prefetch: 'off', timeoutMs: 600_000 });
           try {
             if (m.files !== c.materialisedFiles) throw new Error(`mount shows ${m.files} files, corpus has ${c.materialisedFiles}`);
             ready.push(m.readyMs);
             rss.push(rssMiB(m.handle.pid).rss);
+            // The same process a few seconds later, once start-up garbage is collected.
+            await new Promise((r) => setTimeout(r, 3000));
+            const after = rssMiB(m.handle.pid);
+            settled.push(after.rss);
+            hwm.push(after.hwm);
           } finally { await stopMount(m); }
         }
-        const entry = { files: c.materialisedFiles, bytes: c.bytes, ready: summarize(ready), rss: summarize(rss) };
+        const entry = { files: c.materialisedFiles, bytes: c.bytes, ready: summarize(ready), rss: summarize(rss), rssSettled: summarize(settled), rssPeak: summarize(hwm), serverIdleCpuMsPerS };
         results.scale.push(entry);
-        log(`scale ${entry.files}: ready ${(entry.ready.median / 1000).toFixed(3)} s, VmRSS ${entry.rss.median.toFixed(1)} MiB`);
+        log(`scale ${entry.files}: ready ${(entry.ready.median / 1000).toFixed(3)} s, VmRSS ${entry.rss.median.toFixed(1)} MiB at ready, ${entry.rssSettled.median.toFixed(1)} MiB 3 s later (peak ${entry.rssPeak.median.toFixed(1)}); control plane idle CPU ${serverIdleCpuMsPerS.toFixed(0)} ms/s`);
       } catch (err) {
         fail(`scale ${files}`, err);
         results.scale.push({ files, error: err instanceof Error ? err.message : String(err) });

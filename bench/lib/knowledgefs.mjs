@@ -102,6 +102,19 @@ export function rssMiB(pid) {
   return { rss: kb('VmRSS') / 1024, hwm: kb('VmHWM') / 1024 };
 }
 
+/** CPU time (user + system) a process has used so far, in ms. */
+export function cpuMs(pid) {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  return (Number(fields[11]) + Number(fields[12])) * 10; // utime + stime, 100 ticks/s
+}
+
+/** CPU a process burns per second while nothing is asked of it (background scans, timers). */
+export async function idleCpuMsPerS(pid, ms = 3000) {
+  const c0 = cpuMs(pid);
+  await new Promise((r) => setTimeout(r, ms));
+  return ((cpuMs(pid) - c0) / ms) * 1000;
+}
+
 /** An HTTP client on the daemon's control socket (one keep-alive connection). */
 export function socketClient(socket) {
   return new Client('http://localhost', { socketPath: socket, pipelining: 1 });

@@ -14,12 +14,13 @@ import { start, stop, trackMount, unmount, waitMounted } from './proc.mjs';
 const BENCH = join(dirname(fileURLToPath(import.meta.url)), '..');
 let seq = 0;
 
-export async function startCeiling(viewDir, workDir) {
+/** policy 'best' = the ceiling; 'ours' = the same filesystem with our mount's kernel cache policy. */
+export async function startCeiling(viewDir, workDir, policy = 'best') {
   const mnt = join(workDir, `ceiling${++seq}`);
   mkdirSync(mnt, { recursive: true });
   trackMount(mnt);
   const t0 = process.hrtime.bigint();
-  const handle = start(`ceiling${seq}`, process.execPath, [join(BENCH, 'ceiling-fs.mjs'), viewDir, mnt]);
+  const handle = start(`ceiling${seq}`, process.execPath, [join(BENCH, 'ceiling-fs.mjs'), viewDir, mnt, '--policy', policy]);
   try {
     await handle.waitFor(/^mounted /, 120_000);
   } catch (err) {

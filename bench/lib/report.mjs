@@ -38,6 +38,10 @@ export function mainTable(results) {
 
 export function sideTable(results) {
   const rows = [['measure', 'value']];
+  const cp = results.ceilingOurPolicy?.warm?.grep?.median;
+  if (cp !== undefined) rows.push(['grep -r (warm) on the ceiling with our cache policy (auto_cache, 1 s TTLs) (s)', fmtS(cp)]);
+  const b = results.baseline;
+  if (b) rows.push(['Node start-up: `node -e 0` / `knowledgefs --version`, median (s)', `${fmtS(b.nodeStartMs.median)} / ${fmtS(b.cliStartMs.median)}`]);
   const rt = results.readTool;
   if (rt) {
     rows.push(['read tool, mounted file: p50 / p99 (ms)', `${fmtMs(rt.mounted.p50)} / ${fmtMs(rt.mounted.p99)}`]);
@@ -49,10 +53,11 @@ export function sideTable(results) {
     for (const [name, p] of [['plan (full)', load.plan], ['plan (304)', load.revalidate], ['grant', load.grant]]) {
       rows.push([`control plane, ${load.runners} runners, ${name}: req/s, p50 / p99 (ms)`, `${p.throughputPerS.toFixed(0)}, ${fmtMs(p.latencyMs.p50)} / ${fmtMs(p.latencyMs.p99)}${p.errors ? ` (${p.errors} errors)` : ''}`]);
     }
+    if (load.serverIdleCpuMsPerS !== undefined) rows.push(['control plane CPU while idle (ms per s)', load.serverIdleCpuMsPerS.toFixed(0)]);
   }
   for (const s of results.scale ?? []) {
     if (s.error) { rows.push([`daemon at ${s.files} files`, `error: ${s.error}`]); continue; }
-    rows.push([`daemon at ${s.files} files, no content: ready (s), VmRSS (MiB)`, `${fmtS(s.ready.median)}, ${s.rss.median?.toFixed(1)}`]);
+    rows.push([`daemon at ${s.files} files, no content: ready (s), VmRSS at ready / 3 s later (MiB)`, `${fmtS(s.ready.median)}, ${s.rss.median?.toFixed(1)} / ${s.rssSettled?.median?.toFixed(1)}`]);
   }
   return pad(rows);
 }
