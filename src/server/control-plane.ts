@@ -6,7 +6,8 @@
 // Start-up order: directory.json must be valid (else KnowledgeError('config')),
 // state must load, and the first scan must finish before the first request,
 // so a plan never shows a half-scanned tree. Rescans run one after another
-// (the next starts scanIntervalMs after the previous ended), never overlap.
+// (the next starts max(scanIntervalMs, 2 × the last scan's duration) after
+// the previous ended), never overlap.
 
 import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
@@ -97,11 +98,18 @@ export async function createControlPlaneServer(input: ControlPlaneOptions, deps:
     })();
     return scanning;
   };
+  // The pause after a scan is at least twice the scan's own duration, so a
+  // very large tree never keeps the scanner busy more than a third of the time.
+  let lastScanMs = 0;
   const schedule = () => {
     if (closed) return;
     timer = setTimeout(() => {
-      void rescan().then(schedule);
-    }, options.scanIntervalMs);
+      const started = performance.now();
+      void rescan().then(() => {
+        lastScanMs = performance.now() - started;
+        schedule();
+      });
+    }, Math.max(options.scanIntervalMs, 2 * lastScanMs));
   };
   schedule();
 

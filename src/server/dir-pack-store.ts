@@ -6,8 +6,11 @@
 // non-UTF-8 names, over-long paths, files above maxFileSize) with ONE log line
 // per path for the life of the process, and hash only files whose
 // (ino, size, mtimeMs, ctimeMs) changed since the last scan, so rescanning an
-// unchanged tree costs one lstat per file. Work runs in bounded async batches
-// so the event loop keeps serving during a scan.
+// unchanged tree costs one lstat per file (and an unchanged pack keeps its
+// snapshot object: no re-sort, no re-hash of the version). Scans use sync
+// readdir/lstat/read in slices of at most SLICE_MS, yielding to the event loop
+// between slices: far cheaper than one promise per file, and requests keep
+// being served during a scan.
 //
 // `read` opens the file without following symlinks, checks its directory is
 // still inside the pack, hashes the bytes it read and, if they no longer match
@@ -15,39 +18,63 @@
 // and hash always belong together.
 
 import { createHash } from 'node:crypto';
-import { constants, type Dirent } from 'node:fs';
-import { lstat, open, readdir, readFile, realpath } from 'node:fs/promises';
+import { closeSync, constants, lstatSync, openSync, readdirSync, readFileSync, realpathSync, type Dirent } from 'node:fs';
+import { open, readFile, realpath } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
-import { packPathProblem, segmentProblem } from '../core/paths.js';
+import { MAX_PATH_BYTES, packPathProblem, segmentProblem } from '../core/paths.js';
 import { snapshotScope, type PlanFile, type ScopeSnapshot } from '../core/plan.js';
 import { ACCOUNT_SCOPE, compareScopes, isValidTeamId, parseScope, teamScope, type ScopeName } from '../core/scope.js';
-import { mapLimit, type PackFile, type PackStore } from './pack-store.js';
+import type { PackFile, PackStore } from './pack-store.js';
 
 export interface DirPackStoreOptions {
   readonly maxFileSize: number;
   readonly log: (line: string) => void;
-  /** Files lstat'ed at once during a scan. */
-  readonly statConcurrency?: number;
-  /** Files hashed at once during a scan. */
-  readonly hashConcurrency?: number;
+}
+
+/** A file of the current snapshot with the stat it was hashed at (null: unknown, re-hash next scan). */
+interface IndexEntry {
+  readonly file: PlanFile;
+  readonly fp: Fingerprint | null;
 }
 
 interface ScopeIndex {
   readonly snapshot: ScopeSnapshot;
-  readonly byPath: ReadonlyMap<string, PlanFile>;
+  readonly byPath: ReadonlyMap<string, IndexEntry>;
 }
 
-interface Candidate {
-  readonly scope: ScopeName;
-  readonly rel: string;
-  readonly abs: string;
+/** What a rescan compares to decide a file is unchanged and need not be re-hashed. */
+interface Fingerprint {
+  readonly ino: number;
+  readonly size: number;
+  readonly mtimeMs: number;
+  readonly ctimeMs: number;
 }
 
+function sameFingerprint(a: Fingerprint, b: Fingerprint): boolean {
+  return a.ino === b.ino && a.size === b.size && a.mtimeMs === b.mtimeMs && a.ctimeMs === b.ctimeMs;
+}
+
+function fingerprint(st: Fingerprint): Fingerprint {
+  return { ino: st.ino, size: st.size, mtimeMs: st.mtimeMs, ctimeMs: st.ctimeMs };
+}
+
+interface Slicer {
+  /** True when the current slice has used its time. */
+  due(): boolean;
+  /** Lets the event loop run, then starts a new slice. */
+  yield(): Promise<void>;
+}
+
+/** Longest stretch of synchronous scanning before yielding to the event loop. */
+const SLICE_MS = 8;
+/** Files up to this size are hashed synchronously inside a slice. */
+const SYNC_HASH_BYTES = 256 * 1024;
 const MAX_LOGGED = 100_000;
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
-function indexOf(snapshot: ScopeSnapshot): ScopeIndex {
-  return { snapshot, byPath: new Map(snapshot.files.map((f) => [f.path, f])) };
+function indexOf(scope: ScopeName, entries: IndexEntry[]): ScopeIndex {
+  const snapshot = snapshotScope(scope, entries.map((e) => e.file));
+  return { snapshot, byPath: new Map(entries.map((e) => [e.file.path, e])) };
 }
 
 export function scopeDir(root: string, scope: ScopeName): string | null {
@@ -59,7 +86,6 @@ export function scopeDir(root: string, scope: ScopeName): string | null {
 export class DirPackStore implements PackStore {
   private indexes = new Map<ScopeName, ScopeIndex>();
   private sorted: ScopeSnapshot[] = [];
-  private hashCache = new Map<string, { fp: string; sha256: string }>();
   private readonly logged = new Set<string>();
   private realRoot: string | null = null;
   private scanning: Promise<boolean> | null = null;
@@ -97,9 +123,9 @@ export class DirPackStore implements PackStore {
     this.logOnce(`${abs}\0${why}`, `skipping ${abs}: ${why}`);
   }
 
-  private async listDir(dir: string): Promise<Dirent<Buffer>[] | null> {
+  private listDir(dir: string): Dirent<Buffer>[] | null {
     try {
-      return await readdir(dir, { withFileTypes: true, encoding: 'buffer' });
+      return readdirSync(dir, { withFileTypes: true, encoding: 'buffer' });
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code;
       if (code !== 'ENOENT') this.skip(dir, `cannot list directory (${code ?? String(err)})`);
@@ -107,27 +133,20 @@ export class DirPackStore implements PackStore {
     }
   }
 
-  private async packRoots(): Promise<{ scope: ScopeName; dir: string }[]> {
-    this.realRoot ??= await realpath(this.root);
+  private packRoots(): { scope: ScopeName; dir: string }[] {
+    this.realRoot ??= realpathSync(this.root);
     const roots: { scope: ScopeName; dir: string }[] = [];
     const account = join(this.root, 'account');
-    const accountStat = await lstat(account).catch(() => null);
+    const accountStat = lstatSync(account, { throwIfNoEntry: false });
     if (accountStat?.isDirectory()) roots.push({ scope: ACCOUNT_SCOPE, dir: account });
     else if (accountStat) this.skip(account, 'not a directory (symlinks are not followed)');
     const teamsDir = join(this.root, 'teams');
-    for (const entry of (await this.listDir(teamsDir)) ?? []) {
-      const abs = join(teamsDir, entry.name.toString('latin1'));
-      let name: string;
-      try {
-        name = utf8.decode(entry.name);
-      } catch {
-        this.skip(abs, 'name is not valid UTF-8');
-        continue;
-      }
+    for (const entry of this.listDir(teamsDir) ?? []) {
+      const name = this.decodeName(teamsDir, entry.name);
+      if (name === null) continue;
       const dir = join(teamsDir, name);
       if (!isValidTeamId(name)) {
-        if (entry.isDirectory()) this.skip(dir, 'not a valid team id (expected [a-z0-9][a-z0-9_-]{0,62})');
-        else this.skip(dir, 'not a team directory');
+        this.skip(dir, entry.isDirectory() ? 'not a valid team id (expected [a-z0-9][a-z0-9_-]{0,62})' : 'not a team directory');
         continue;
       }
       if (!entry.isDirectory()) {
@@ -139,96 +158,132 @@ export class DirPackStore implements PackStore {
     return roots;
   }
 
-  private async walk(scope: ScopeName, dir: string, out: Candidate[]): Promise<void> {
-    const queue: { abs: string; rel: string }[] = [{ abs: dir, rel: '' }];
-    while (queue.length > 0) {
-      const batch = queue.splice(0, 16);
-      const listings = await Promise.all(batch.map((d) => this.listDir(d.abs)));
-      batch.forEach((d, i) => {
-        for (const entry of listings[i] ?? []) {
-          let name: string;
-          try {
-            name = utf8.decode(entry.name);
-          } catch {
-            this.skip(join(d.abs, entry.name.toString('latin1')), 'name is not valid UTF-8');
-            continue;
-          }
-          const abs = join(d.abs, name);
-          const rel = d.rel === '' ? name : `${d.rel}/${name}`;
-          const problem = segmentProblem(name) ?? packPathProblem(rel);
-          if (problem !== null) {
-            this.skip(JSON.stringify(abs).slice(1, -1), problem);
-            continue;
-          }
-          if (entry.isSymbolicLink()) this.skip(abs, 'symlink (not followed)');
-          else if (entry.isDirectory()) queue.push({ abs, rel });
-          else if (entry.isFile()) out.push({ scope, rel, abs });
-          else this.skip(abs, 'not a regular file');
-        }
-      });
+  private decodeName(parent: string, raw: Buffer): string | null {
+    try {
+      return utf8.decode(raw);
+    } catch {
+      this.skip(JSON.stringify(join(parent, raw.toString('latin1'))).slice(1, -1), 'name is not valid UTF-8');
+      return null;
     }
   }
 
-  private async hashFile(abs: string): Promise<string | null> {
+  /**
+   * Walks one pack: sync readdir/lstat in time slices (yielding to the event
+   * loop every SLICE_MS), so an unchanged tree costs one lstat per file and
+   * no promise per file. Returns null when nothing changed since `old`.
+   */
+  private async scanPack(
+    scope: ScopeName,
+    dir: string,
+    old: ScopeIndex | undefined,
+    slice: Slicer,
+  ): Promise<ScopeIndex | null> {
+    const entries: IndexEntry[] = [];
+    const toHash: { abs: string; rel: string; st: Fingerprint; size: number; mtimeMs: number }[] = [];
+    let dirty = old === undefined;
+    let reused = 0;
+    const stack: { abs: string; rel: string }[] = [{ abs: dir, rel: '' }];
+    while (stack.length > 0) {
+      const d = stack.pop() as { abs: string; rel: string };
+      if (slice.due()) await slice.yield();
+      for (const entry of this.listDir(d.abs) ?? []) {
+        if (slice.due()) await slice.yield();
+        const name = this.decodeName(d.abs, entry.name);
+        if (name === null) continue;
+        const abs = `${d.abs}/${name}`;
+        const rel = d.rel === '' ? name : `${d.rel}/${name}`;
+        // Segments above were checked already: only this name and the total length are new.
+        const problem = segmentProblem(name) ?? (rel.length * 3 > MAX_PATH_BYTES ? packPathProblem(rel) : null);
+        if (problem !== null) {
+          this.skip(JSON.stringify(abs).slice(1, -1), problem);
+          continue;
+        }
+        if (entry.isSymbolicLink()) {
+          this.skip(abs, 'symlink (not followed)');
+          continue;
+        }
+        if (entry.isDirectory()) {
+          stack.push({ abs, rel });
+          continue;
+        }
+        if (!entry.isFile()) {
+          this.skip(abs, 'not a regular file');
+          continue;
+        }
+        const st = lstatSync(abs, { throwIfNoEntry: false });
+        if (st === undefined) continue; // vanished since the listing
+        if (!st.isFile()) {
+          this.skip(abs, st.isSymbolicLink() ? 'symlink (not followed)' : 'not a regular file');
+          continue;
+        }
+        if (st.size > this.options.maxFileSize) {
+          this.skip(abs, `larger than --max-file-size (${st.size} > ${this.options.maxFileSize} bytes)`);
+          continue;
+        }
+        const previous = old?.byPath.get(rel);
+        if (previous === undefined || previous.fp === null || !sameFingerprint(previous.fp, st)) {
+          toHash.push({ abs, rel, st, size: st.size, mtimeMs: Math.floor(st.mtimeMs) });
+          dirty = true;
+          continue;
+        }
+        entries.push(previous);
+        reused++;
+      }
+    }
+    for (const f of toHash) {
+      if (slice.due()) await slice.yield();
+      const sha256 = await this.hashFile(f.abs, f.size);
+      if (sha256 === null) continue; // vanished or replaced while hashing: the next scan sees it
+      entries.push({ file: { path: f.rel, size: f.size, mtimeMs: f.mtimeMs, sha256 }, fp: fingerprint(f.st) });
+    }
+    if (!dirty && old !== undefined && reused === old.snapshot.files.length) return null;
+    return indexOf(scope, entries);
+  }
+
+  private async hashFile(abs: string, size: number): Promise<string | null> {
     try {
-      return createHash('sha256').update(await readFile(abs, { flag: constants.O_RDONLY | constants.O_NOFOLLOW })).digest('hex');
+      const flag = constants.O_RDONLY | constants.O_NOFOLLOW;
+      // Small files in the current time slice; big ones without blocking the loop.
+      let bytes: Buffer;
+      if (size <= SYNC_HASH_BYTES) {
+        const fd = openSync(abs, flag);
+        try {
+          bytes = readFileSync(fd);
+        } finally {
+          closeSync(fd);
+        }
+      } else {
+        bytes = await readFile(abs, { flag });
+      }
+      return createHash('sha256').update(bytes).digest('hex');
     } catch {
-      return null; // vanished or replaced between listing and hashing: the next scan sees it
+      return null;
     }
   }
 
   private async doScan(): Promise<boolean> {
-    const roots = await this.packRoots();
-    const candidates: Candidate[] = [];
-    for (const r of roots) await this.walk(r.scope, r.dir, candidates);
-
-    const statConcurrency = this.options.statConcurrency ?? 64;
-    const hashConcurrency = this.options.hashConcurrency ?? 4;
-    const nextCache = new Map<string, { fp: string; sha256: string }>();
-    const toHash: { c: Candidate; fp: string; file: Omit<PlanFile, 'sha256'> }[] = [];
-    const files = new Map<ScopeName, PlanFile[]>(roots.map((r) => [r.scope, []]));
-
-    await mapLimit(candidates, statConcurrency, async (c) => {
-      const s = await lstat(c.abs).catch(() => null);
-      if (s === null) return;
-      if (!s.isFile()) {
-        this.skip(c.abs, s.isSymbolicLink() ? 'symlink (not followed)' : 'not a regular file');
-        return;
-      }
-      if (s.size > this.options.maxFileSize) {
-        this.skip(c.abs, `larger than --max-file-size (${s.size} > ${this.options.maxFileSize} bytes)`);
-        return;
-      }
-      const fp = `${s.ino}:${s.size}:${s.mtimeMs}:${s.ctimeMs}`;
-      const file = { path: c.rel, size: s.size, mtimeMs: Math.floor(s.mtimeMs) };
-      const cached = this.hashCache.get(c.abs);
-      if (cached !== undefined && cached.fp === fp) {
-        nextCache.set(c.abs, cached);
-        files.get(c.scope)?.push({ ...file, sha256: cached.sha256 });
-      } else {
-        toHash.push({ c, fp, file });
-      }
-    });
-    await mapLimit(toHash, hashConcurrency, async ({ c, fp, file }) => {
-      const sha256 = await this.hashFile(c.abs);
-      if (sha256 === null) return;
-      nextCache.set(c.abs, { fp, sha256 });
-      files.get(c.scope)?.push({ ...file, sha256 });
-    });
-    this.hashCache = nextCache;
-
-    let changed = files.size !== this.indexes.size;
+    let sliceStart = performance.now();
+    const slice: Slicer = {
+      due: () => performance.now() - sliceStart >= SLICE_MS,
+      yield: async () => {
+        await new Promise<void>((resolve) => setImmediate(resolve));
+        sliceStart = performance.now();
+      },
+    };
+    const roots = this.packRoots();
     const next = new Map<ScopeName, ScopeIndex>();
-    for (const [scope, list] of files) {
-      const snapshot = snapshotScope(scope, list);
-      const old = this.indexes.get(scope);
-      if (old !== undefined && old.snapshot.version === snapshot.version && sameMeta(old.snapshot, snapshot)) {
-        next.set(scope, old);
-      } else {
-        next.set(scope, indexOf(snapshot));
+    let changed = roots.length !== this.indexes.size;
+    for (const r of roots) {
+      const old = this.indexes.get(r.scope);
+      const index = await this.scanPack(r.scope, r.dir, old, slice);
+      if (index === null) next.set(r.scope, old as ScopeIndex);
+      else {
+        next.set(r.scope, index);
         changed = true;
       }
     }
+    // A file `read` re-hashed during this scan may be overwritten by what the
+    // scan saw; the next scan (or read) corrects it. Never a wrong hash header.
     if (changed) this.install(next);
     return changed;
   }
@@ -241,7 +296,7 @@ export class DirPackStore implements PackStore {
 
   async read(scope: ScopeName, path: string): Promise<PackFile | null> {
     const index = this.indexes.get(scope);
-    const entry = index?.byPath.get(path);
+    const entry = index?.byPath.get(path)?.file;
     const base = scopeDir(this.root, scope);
     if (index === undefined || entry === undefined || base === null || packPathProblem(path) !== null) return null;
     const abs = join(base, path);
@@ -264,8 +319,8 @@ export class DirPackStore implements PackStore {
       const sha256 = createHash('sha256').update(bytes).digest('hex');
       const mtimeMs = Math.floor(s.mtimeMs);
       if (sha256 !== entry.sha256 || bytes.length !== entry.size || mtimeMs !== entry.mtimeMs) {
-        this.replaceEntry(scope, { path, size: bytes.length, mtimeMs, sha256 });
-        this.hashCache.set(abs, { fp: `${s.ino}:${s.size}:${s.mtimeMs}:${s.ctimeMs}`, sha256 });
+        // The stat was taken before reading, so the bytes may be newer than it: keep no fingerprint (re-hash next scan).
+        this.replaceEntry(scope, { file: { path, size: bytes.length, mtimeMs, sha256 }, fp: null });
       }
       return { bytes, sha256, size: bytes.length, mtimeMs };
     } finally {
@@ -274,23 +329,12 @@ export class DirPackStore implements PackStore {
   }
 
   /** The file changed since the scan: its snapshot takes the fresh entry at once. */
-  private replaceEntry(scope: ScopeName, file: PlanFile): void {
+  private replaceEntry(scope: ScopeName, entry: IndexEntry): void {
     const index = this.indexes.get(scope);
     if (index === undefined) return;
-    const files = index.snapshot.files.map((f) => (f.path === file.path ? file : f));
+    const entries = [...index.byPath.values()].map((e) => (e.file.path === entry.file.path ? entry : e));
     const next = new Map(this.indexes);
-    next.set(scope, indexOf(snapshotScope(scope, files)));
+    next.set(scope, indexOf(scope, entries));
     this.install(next);
   }
-}
-
-/** Versions cover (path, sha256); sizes and mtimes must match too for the plan to be unchanged. */
-function sameMeta(a: ScopeSnapshot, b: ScopeSnapshot): boolean {
-  if (a.files.length !== b.files.length || a.totalBytes !== b.totalBytes) return false;
-  for (let i = 0; i < a.files.length; i++) {
-    const x = a.files[i] as PlanFile;
-    const y = b.files[i] as PlanFile;
-    if (x.mtimeMs !== y.mtimeMs || x.size !== y.size) return false;
-  }
-  return true;
 }
