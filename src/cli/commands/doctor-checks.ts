@@ -265,32 +265,38 @@ async function checkToken(o: ServerCheckOptions, base: string, reachable: boolea
   }
 }
 
-/** A mount point: not mounted, mounted and answering, or stale (its daemon is gone). */
+/**
+ * A mount point: not mounted, mounted and answering, or stale (its daemon is
+ * gone). `stat` runs in a child process with a timeout: a stat of a hung FUSE
+ * mount in this process could hold a libuv thread until the kernel gives up.
+ */
 export async function checkMountpoint(dir: string, timeoutMs: number): Promise<CheckResult> {
   const name = 'mount point';
   const staleFix = `fusermount -uz ${dir} (then start \`knowledgefs mount\` again)`;
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<'timeout'>((resolve) => {
-    timer = setTimeout(() => resolve('timeout'), timeoutMs);
+  const probe = await new Promise<{ out: string; err: string; timedOut: boolean; failed: boolean }>((resolvePromise) => {
+    execFile('stat', ['-c', '%d %F', '--', dir, dirname(dir)], { encoding: 'utf8', timeout: timeoutMs, killSignal: 'SIGKILL', env: { ...process.env, LC_ALL: 'C' } }, (err, out, errOut) => {
+      const timedOut = err !== null && (err as { killed?: boolean }).killed === true;
+      resolvePromise({ out, err: errOut, timedOut, failed: err !== null });
+    });
   });
-  try {
-    const both = Promise.all([stat(dir), stat(dirname(dir))]);
-    const res = await Promise.race([both, timeout]);
-    if (res === 'timeout') {
-      return { name, status: 'FAIL', detail: `${dir} did not answer stat within ${timeoutMs} ms (a hung mount)`, fix: staleFix };
-    }
-    const [st, parent] = res;
-    if (!st.isDirectory()) return { name, status: 'FAIL', detail: `${dir} is not a directory`, fix: `choose a directory as the mount point` };
-    if (st.dev === parent.dev) return { name, status: 'note', detail: `${dir} exists and is not mounted` };
-    return { name, status: 'ok', detail: `${dir} is mounted and answers` };
-  } catch (err) {
-    const code = errnoOf(err);
-    if (code === 'ENOTCONN') {
+  if (probe.timedOut) {
+    return { name, status: 'FAIL', detail: `${dir} did not answer stat within ${timeoutMs} ms (a hung mount)`, fix: staleFix };
+  }
+  if (probe.failed) {
+    if (/Transport endpoint is not connected/i.test(probe.err)) {
       return { name, status: 'FAIL', detail: `${dir} is a stale mount (transport endpoint is not connected: its daemon is gone)`, fix: staleFix };
     }
-    if (code === 'ENOENT') return { name, status: 'note', detail: `${dir} does not exist yet (\`knowledgefs mount\` creates it)` };
-    return { name, status: 'FAIL', detail: `stat ${dir}: ${messageOf(err)}` };
-  } finally {
-    clearTimeout(timer);
+    if (/No such file or directory/i.test(probe.err)) {
+      return { name, status: 'note', detail: `${dir} does not exist yet (\`knowledgefs mount\` creates it)` };
+    }
+    return { name, status: 'FAIL', detail: `stat ${dir}: ${probe.err.trim().split('\n')[0] ?? 'failed'}` };
   }
+  const [self, parent] = probe.out.trim().split('\n').map((l) => {
+    const [dev, ...type] = l.split(' ');
+    return { dev, type: type.join(' ') };
+  });
+  if (self === undefined || parent === undefined) return { name, status: 'FAIL', detail: `stat ${dir}: unexpected output` };
+  if (self.type !== 'directory') return { name, status: 'FAIL', detail: `${dir} is not a directory`, fix: 'choose a directory as the mount point' };
+  if (self.dev === parent.dev) return { name, status: 'note', detail: `${dir} exists and is not mounted` };
+  return { name, status: 'ok', detail: `${dir} is mounted and answers` };
 }

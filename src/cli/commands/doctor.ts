@@ -7,7 +7,7 @@
 // results as one object. The token is read here and sent as a header only; it
 // is never printed.
 
-import type { Command } from 'commander';
+import { Option, type Command } from 'commander';
 import { readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { resolve } from 'node:path';
@@ -114,7 +114,7 @@ export function registerDoctor(program: Command, ctx: CliContext, result: Comman
     .option('--token-file <file>', 'runner token to check against the control plane (default: $KNOWLEDGEFS_TOKEN)')
     .option('--socket <path>', "the mount daemon's control socket (default: $KNOWLEDGEFS_SOCKET or the standard path)")
     .option('--mountpoint <dir>', 'also check this mount point (mounted, not mounted, or stale)')
-    .option('--timeout <duration>', 'per network check', optionParser(parseDuration), 5_000)
+    .addOption(new Option('--timeout <duration>', 'bound on each network check').argParser(optionParser(parseDuration)).default(5_000, '5s'))
     .option('--json', 'print {"ok", "checks": [{name, status, detail, fix?}]}')
     .addHelpText(
       'after',
