@@ -58,7 +58,8 @@ export function createHttpServer(handler: Handler, options: HttpAdapterOptions, 
     const onShutdown = () => controller.abort();
     shutdown.addEventListener('abort', onShutdown, { once: true });
     res.on('close', () => {
-      controller.abort();
+      // Only a client that left early needs its long-poll ended.
+      if (!res.writableFinished) controller.abort();
       shutdown.removeEventListener('abort', onShutdown);
     });
     try {
