@@ -111,6 +111,25 @@ describe('plans follow the data dir', () => {
     expect(Date.now() - t1).toBeLessThan(20_000);
   });
 
+  it('closing the server ends pending long-polls promptly', async () => {
+    const other = await startControlPlane({ dataDir: dir, scanIntervalMs: 60_000 });
+    const s = await other.createSession({ kind: 'team', creator: 'alice', team: 'payments' });
+    const first = await fetch(`${other.url}/v1/plan`, { headers: auth(s.token) });
+    const etag = first.headers.get('etag') as string;
+    const polls = Array.from({ length: 5 }, () =>
+      fetch(`${other.url}/v1/plan?wait=30`, { headers: { ...auth(s.token), 'if-none-match': etag } }).then(
+        (r) => r.status,
+        () => 'closed',
+      ),
+    );
+    await new Promise((r) => setTimeout(r, 300));
+    const t0 = Date.now();
+    await other.close();
+    const results = await Promise.all(polls);
+    expect(Date.now() - t0).toBeLessThan(10_000);
+    for (const r of results) expect([304, 'closed']).toContain(r);
+  });
+
   it('threshold picks the materialised set: over it, personal sessions see account + bound + mounted', async () => {
     const s = await cp.createSession({ kind: 'personal', creator: 'alice', team: 'payments' });
     expect((await plan(s.token, 'threshold=0')).plan?.scopes.map((x) => x.scope)).toEqual(['account', 'team_payments']);

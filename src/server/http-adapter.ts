@@ -13,9 +13,11 @@ export interface HttpAdapterOptions {
   readonly log: (line: string) => void;
 }
 
-function write(res: ServerResponse, response: ApiResponse, headOnly = false): void {
+function write(res: ServerResponse, response: ApiResponse, headOnly = false, closing = false): void {
   if (res.headersSent || res.destroyed) return;
   res.sendDate = false;
+  // Shutting down: answer, then close the connection instead of keeping it alive.
+  if (closing) res.shouldKeepAlive = false;
   const body = typeof response.body === 'string' ? Buffer.from(response.body, 'utf8') : response.body;
   res.statusCode = response.status;
   for (const [name, value] of Object.entries(response.headers)) res.setHeader(name, value);
@@ -82,7 +84,7 @@ export function createHttpServer(handler: Handler, options: HttpAdapterOptions, 
       };
       const isHead = apiRequest.method === 'HEAD';
       const response = await handler(isHead ? { ...apiRequest, method: 'GET' } : apiRequest);
-      write(res, response, isHead);
+      write(res, response, isHead, shutdown.aborted);
     } catch (err) {
       options.log(`request failed: ${err instanceof Error ? err.message : String(err)}`);
       write(res, errorResponse('internal', 'internal error (logged by the control plane)'));
