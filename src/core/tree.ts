@@ -1,6 +1,7 @@
 // The mount's in-memory tree, built from a plan. Every metadata operation
 // (getattr, readdir, lookup) is one Map lookup here: no network, no
-// allocation on the hot path (stat objects are built once per plan).
+// allocation on the hot path. A node is its own stat object (constant
+// fields are prototype getters), which keeps 100 000 files small.
 //
 // Layout: `/` lists scopes; `/account/...` and `/team_<id>/...` hold each
 // scope's files. Directories are 0555, files 0444; sizes and mtimes come from
@@ -26,7 +27,7 @@ import { compareScopes, type ScopeName } from './scope.js';
 export const DIR_MODE = 0o040555;
 export const FILE_MODE = 0o100444;
 
-/** The shape fuse-native reads; built once per node and reused for every getattr. */
+/** The shape fuse-native reads; a node is its own stat, reused for every getattr. */
 export interface NodeStat {
   readonly mode: number;
   readonly uid: number;
@@ -40,21 +41,24 @@ export interface NodeStat {
   readonly ctime: number;
 }
 
-export interface FileNode {
+export interface FileVersion {
+  readonly sha256: string;
+  readonly size: number;
+  /** The mtime reported for this content. */
+  readonly mtimeMs: number;
+}
+
+export interface FileNode extends FileVersion {
   readonly kind: 'file';
   /** Mount path, e.g. `/team_x/runbooks/a.md`. */
   readonly path: string;
   readonly scope: ScopeName;
   /** Path inside the scope, e.g. `runbooks/a.md`. */
   readonly scopePath: string;
-  readonly sha256: string;
-  readonly size: number;
-  /** The mtime the mount reports (the plan's, or bumped; see header). */
-  readonly mtimeMs: number;
-  /** The mtime the plan gave. */
+  /** The mtime the plan gave (mtimeMs may be bumped; see header). */
   readonly planMtimeMs: number;
-  /** This path's recent versions, newest (this one) first; shared between trees while unchanged. */
-  readonly versions: readonly FileVersion[];
+  /** Earlier contents of this path, newest first (at most VERSION_HISTORY - 1). */
+  readonly history: readonly FileVersion[];
   readonly stat: NodeStat;
 }
 
@@ -70,13 +74,7 @@ export interface DirNode {
 
 export type TreeNode = FileNode | DirNode;
 
-export interface FileVersion {
-  readonly sha256: string;
-  readonly size: number;
-  readonly mtimeMs: number;
-}
-
-/** Versions remembered per path. */
+/** Versions remembered per path (this one included). */
 export const VERSION_HISTORY = 4;
 /** Removed paths whose versions are remembered, across plans. */
 export const REMOVED_HISTORY = 4096;
@@ -88,47 +86,129 @@ export interface TreeOptions {
   readonly emptyDirMtimeMs?: number;
 }
 
-const BLOCK = 512;
+const NO_HISTORY: readonly FileVersion[] = Object.freeze([]);
 
-function makeStat(mode: number, size: number, mtimeMs: number, nlink: number, opts: TreeOptions): NodeStat {
-  return {
-    mode,
-    uid: opts.uid ?? 0,
-    gid: opts.gid ?? 0,
-    size,
-    nlink,
-    blksize: 4096,
-    blocks: Math.ceil(size / BLOCK),
-    mtime: mtimeMs,
-    atime: mtimeMs,
-    ctime: mtimeMs,
-  };
+class FileEntry implements FileNode, NodeStat {
+  constructor(
+    readonly path: string,
+    readonly scope: ScopeName,
+    readonly scopePath: string,
+    readonly sha256: string,
+    readonly size: number,
+    readonly mtimeMs: number,
+    readonly planMtimeMs: number,
+    readonly history: readonly FileVersion[],
+    readonly uid: number,
+    readonly gid: number,
+  ) {}
+  get kind(): 'file' {
+    return 'file';
+  }
+  get stat(): NodeStat {
+    return this;
+  }
+  get mode(): number {
+    return FILE_MODE;
+  }
+  get nlink(): number {
+    return 1;
+  }
+  get blksize(): number {
+    return 4096;
+  }
+  get blocks(): number {
+    return Math.ceil(this.size / 512);
+  }
+  get mtime(): number {
+    return this.mtimeMs;
+  }
+  get atime(): number {
+    return this.mtimeMs;
+  }
+  get ctime(): number {
+    return this.mtimeMs;
+  }
+}
+
+class DirEntry implements DirNode, NodeStat {
+  constructor(
+    readonly path: string,
+    readonly scope: ScopeName,
+    readonly names: readonly string[],
+    readonly mtime: number,
+    readonly nlink: number,
+    readonly uid: number,
+    readonly gid: number,
+  ) {}
+  get kind(): 'dir' {
+    return 'dir';
+  }
+  get stat(): NodeStat {
+    return this;
+  }
+  get mode(): number {
+    return DIR_MODE;
+  }
+  get size(): number {
+    return 4096;
+  }
+  get blksize(): number {
+    return 4096;
+  }
+  get blocks(): number {
+    return 8;
+  }
+  get atime(): number {
+    return this.mtime;
+  }
+  get ctime(): number {
+    return this.mtime;
+  }
 }
 
 /**
- * The mtime to report for `file` and the path's version history, given the
- * node it replaces (if any) and the versions remembered for the path.
+ * The mtime to report for `file` and the path's history, given the node it
+ * replaces (if any) or the versions remembered for a removed path.
  */
 export function reportedVersion(
   file: PlanFile,
   previous: FileNode | undefined,
-  history: readonly FileVersion[],
-): { mtimeMs: number; versions: readonly FileVersion[] } {
+  remembered: readonly FileVersion[],
+): { mtimeMs: number; history: readonly FileVersion[] } {
   if (previous !== undefined && previous.sha256 === file.sha256 && previous.planMtimeMs === file.mtimeMs) {
-    return { mtimeMs: previous.mtimeMs, versions: previous.versions };
+    return { mtimeMs: previous.mtimeMs, history: previous.history };
   }
+  const older = previous === undefined ? remembered : versionsOf(previous);
+  if (older.length === 0) return { mtimeMs: file.mtimeMs, history: NO_HISTORY };
   let mtimeMs = file.mtimeMs;
-  while (history.some((v) => v.sha256 !== file.sha256 && v.size === file.size && v.mtimeMs === mtimeMs)) mtimeMs++;
-  const versions = [{ sha256: file.sha256, size: file.size, mtimeMs }, ...history.filter((v) => v.sha256 !== file.sha256)];
-  if (versions.length > VERSION_HISTORY) versions.length = VERSION_HISTORY;
-  return { mtimeMs, versions };
+  while (older.some((v) => v.sha256 !== file.sha256 && v.size === file.size && v.mtimeMs === mtimeMs)) mtimeMs++;
+  const history = older.filter((v) => v.sha256 !== file.sha256);
+  if (history.length > VERSION_HISTORY - 1) history.length = VERSION_HISTORY - 1;
+  return { mtimeMs, history: history.length === 0 ? NO_HISTORY : history };
+}
+
+/** A node's content and its history as plain values (never the node: old trees must not be retained). */
+function versionsOf(node: FileNode): FileVersion[] {
+  return [{ sha256: node.sha256, size: node.size, mtimeMs: node.mtimeMs }, ...node.history];
 }
 
 interface DirBuild {
-  names: Set<string>;
+  names: string[];
   mtimeMs: number;
   scope: ScopeName;
   subdirs: number;
+}
+
+/** A directory's mtime is its newest descendant's, so `find -newer` works on directories too. */
+function bumpDirMtimes(dirs: Map<string, DirBuild>, dirPath: string, mtimeMs: number): void {
+  for (let p = dirPath; ; ) {
+    const d = dirs.get(p);
+    if (d === undefined || d.mtimeMs >= mtimeMs) return;
+    d.mtimeMs = mtimeMs;
+    if (p === '/') return;
+    const slash = p.lastIndexOf('/');
+    p = slash === 0 ? '/' : p.slice(0, slash);
+  }
 }
 
 export class Tree {
@@ -176,21 +256,25 @@ export class Tree {
     const emptyMtime = opts.emptyDirMtimeMs ?? 0;
     const nodes = new Map<string, TreeNode>();
     const dirs = new Map<string, DirBuild>();
-    const root: DirBuild = { names: new Set(), mtimeMs: emptyMtime, scope: '', subdirs: 0 };
+    const uid = opts.uid ?? 0;
+    const gid = opts.gid ?? 0;
+    const root: DirBuild = { names: [], mtimeMs: emptyMtime, scope: '', subdirs: 0 };
     dirs.set('/', root);
     const scopes = [...plan.scopes].sort((a, b) => compareScopes(a.scope, b.scope));
     let fileCount = 0;
     let totalBytes = 0;
 
-    const ensureDir = (dirPath: string, scope: ScopeName): DirBuild => {
+    // Undefined when a file already holds that name (a plan listing both `a` and `a/b`: first wins).
+    const ensureDir = (dirPath: string, scope: ScopeName): DirBuild | undefined => {
       let dir = dirs.get(dirPath);
       if (dir !== undefined) return dir;
+      if (nodes.has(dirPath)) return undefined;
       const slash = dirPath.lastIndexOf('/');
-      const parentPath = slash === 0 ? '/' : dirPath.slice(0, slash);
-      const parent = ensureDir(parentPath, scope);
-      parent.names.add(dirPath.slice(slash + 1));
+      const parent = ensureDir(slash === 0 ? '/' : dirPath.slice(0, slash), scope);
+      if (parent === undefined) return undefined;
+      parent.names.push(dirPath.slice(slash + 1));
       parent.subdirs++;
-      dir = { names: new Set(), mtimeMs: emptyMtime, scope, subdirs: 0 };
+      dir = { names: [], mtimeMs: emptyMtime, scope, subdirs: 0 };
       dirs.set(dirPath, dir);
       return dir;
     };
@@ -204,46 +288,30 @@ export class Tree {
         const slash = path.lastIndexOf('/');
         const dirPath = path.slice(0, slash);
         const dir = ensureDir(dirPath, snapshot.scope);
+        if (dir === undefined) continue;
         const prevNode = previous?.nodes.get(path);
         const prev = prevNode?.kind === 'file' ? prevNode : undefined;
-        const { mtimeMs, versions } = reportedVersion(file, prev, prev?.versions ?? previous?.removed.get(path) ?? []);
-        nodes.set(path, {
-          kind: 'file',
-          path,
-          scope: snapshot.scope,
-          scopePath: file.path,
-          sha256: file.sha256,
-          size: file.size,
-          mtimeMs,
-          planMtimeMs: file.mtimeMs,
-          versions,
-          stat: makeStat(FILE_MODE, file.size, mtimeMs, 1, opts),
-        });
-        dir.names.add(path.slice(slash + 1));
+        if (prev !== undefined && prev.sha256 === file.sha256 && prev.planMtimeMs === file.mtimeMs && prev.size === file.size && prev.stat.uid === uid) {
+          // Unchanged: the node is immutable, reuse it.
+          nodes.set(path, prev);
+          dir.names.push(path.slice(slash + 1));
+          fileCount++;
+          totalBytes += file.size;
+          bumpDirMtimes(dirs, dirPath, prev.mtimeMs);
+          continue;
+        }
+        const { mtimeMs, history } = reportedVersion(file, prev, prev === undefined ? (previous?.removed.get(path) ?? NO_HISTORY) : NO_HISTORY);
+        nodes.set(path, new FileEntry(path, snapshot.scope, file.path, file.sha256, file.size, mtimeMs, file.mtimeMs, history, uid, gid));
+        dir.names.push(path.slice(slash + 1));
         fileCount++;
         totalBytes += file.size;
-        // A directory's mtime is its newest descendant's: `find -newer` works on dirs too.
-        for (let p = dirPath; ; ) {
-          const d = dirs.get(p);
-          if (d === undefined || d.mtimeMs >= mtimeMs) break;
-          d.mtimeMs = mtimeMs;
-          if (p === '/') break;
-          const s = p.lastIndexOf('/');
-          p = s === 0 ? '/' : p.slice(0, s);
-        }
+        bumpDirMtimes(dirs, dirPath, mtimeMs);
       }
     }
 
     for (const [dirPath, dir] of dirs) {
-      if (nodes.has(dirPath)) continue;
-      const names = [...dir.names].sort();
-      nodes.set(dirPath, {
-        kind: 'dir',
-        path: dirPath,
-        scope: dir.scope,
-        names,
-        stat: makeStat(DIR_MODE, 4096, dir.mtimeMs, 2 + dir.subdirs, opts),
-      });
+      dir.names.sort();
+      nodes.set(dirPath, new DirEntry(dirPath, dir.scope, dir.names, dir.mtimeMs, 2 + dir.subdirs, uid, gid));
     }
 
     return new Tree({
@@ -260,6 +328,12 @@ export class Tree {
 
   get(path: string): TreeNode | undefined {
     return this.nodes.get(path);
+  }
+
+  /** A directory's sorted names, or undefined when `path` is not a directory. */
+  readdirNames(path: string): readonly string[] | undefined {
+    const node = this.nodes.get(path);
+    return node?.kind === 'dir' ? node.names : undefined;
   }
 
   /** The file at `<scope>/<path inside scope>`, as the read tool names it. */
@@ -297,11 +371,7 @@ export class Tree {
     }
     const root = this.nodes.get('/');
     if (root?.kind === 'dir') {
-      nodes.set('/', {
-        ...root,
-        names: root.names.filter((n) => n !== scope),
-        stat: { ...root.stat, nlink: root.stat.nlink - 1 },
-      });
+      nodes.set('/', new DirEntry('/', '', root.names.filter((n) => n !== scope), root.stat.mtime, root.stat.nlink - 1, root.stat.uid, root.stat.gid));
     }
     return new Tree({
       version: '',
@@ -318,9 +388,10 @@ export class Tree {
   /** Versions of paths in `previous` (or remembered by it) that `nodes` lacks; newest removals kept. */
   private static rememberRemoved(previous: Tree, nodes: Map<string, TreeNode>): Map<string, readonly FileVersion[]> {
     const removed = new Map<string, readonly FileVersion[]>();
-    for (const node of previous.files()) {
+    if (previous.fileCount + previous.removed.size === 0) return removed;
+    for (const [path, node] of previous.nodes) {
       if (removed.size >= REMOVED_HISTORY) break;
-      if (!nodes.has(node.path)) removed.set(node.path, node.versions);
+      if (node.kind === 'file' && !nodes.has(path)) removed.set(path, versionsOf(node));
     }
     for (const [path, versions] of previous.removed) {
       if (removed.size >= REMOVED_HISTORY) break;
