@@ -6,13 +6,15 @@
 // everything (every sample) to bench/results/<timestamp>.json.
 //
 //   node bench/run.mjs [--quick] [--files N] [--runs N] [--only a,b,…]
-//                      [--scale-files N,M] [--work DIR] [--no-drop-caches] [--verbose]
-// Sections (--only): disk ceiling ours read load rclone scale.
+//                      [--scale-files N,M] [--runners N] [--work DIR]
+//                      [--no-drop-caches] [--verbose]
+// Sections (--only): disk ceiling ours rclone read load scale.
 //
-// Cold runs: a fresh mount per run (FUSE page cache and our content caches
-// start empty; the control plane and static server stay up, as they would).
-// Local disk cold runs drop the page cache (`/proc/sys/vm/drop_caches`,
-// root only; skipped with a note otherwise).
+// Measurements are interleaved: each cold round starts a fresh instance of
+// every filesystem in turn (dropped page cache for local disk) and times its
+// ready line and first `grep -r`; then every filesystem is mounted at once
+// and each warm command visits them in rounds. So the ratios come from the
+// same stretches of time even when the shared machine's load drifts.
 //
 // Progress goes to stderr; every child process and mount is cleaned up on
 // success, failure and Ctrl-C (bench/lib/proc.mjs).
@@ -23,14 +25,16 @@ import os from 'node:os';
 import { generateCorpus, DEFAULTS } from './corpus.mjs';
 import { log, setVerbose, installCleanupHandlers, cleanup, run, stop } from './lib/proc.mjs';
 import { summarize, round3 } from './lib/stats.mjs';
-import { measureWarm, timed, grepCommand } from './lib/commands.mjs';
+import { battery, timed, grepCommand } from './lib/commands.mjs';
+import { coldRounds, warmRounds } from './lib/rounds.mjs';
 import { startCeiling, startRclone, startStaticServer, stopPeer } from './lib/peers.mjs';
 import { REPO, BIN, startServer, createSession, writeToken, startMount, stopMount, rssMiB, waitPrefetch, idleCpuMsPerS } from './lib/knowledgefs.mjs';
 import { readToolLatency } from './lib/read-tool.mjs';
 import { controlPlaneLoad } from './lib/load.mjs';
+import { measureScale } from './lib/scale.mjs';
 import { mainTable, sideTable, checkTargets, targetsText, consistencyErrors } from './lib/report.mjs';
 
-const SECTIONS = ['disk', 'ceiling', 'ours', 'read', 'load', 'rclone', 'scale'];
+const SECTIONS = ['disk', 'ceiling', 'ours', 'rclone', 'read', 'load', 'scale'];
 
 function parseArgs(argv) {
   const o = { quick: false, files: DEFAULTS.files, runs: 5, only: SECTIONS, work: join(os.tmpdir(), 'knowledgefs-bench'), dropCaches: true, verbose: false, scaleFiles: null, runners: 200 };
@@ -51,7 +55,7 @@ function parseArgs(argv) {
     else if (a === '--no-drop-caches') o.dropCaches = false;
     else if (a === '--verbose') o.verbose = true;
     else if (a === '--help' || a === '-h') {
-      process.stdout.write(readFileSync(new URL(import.meta.url), 'utf8').split('\n').filter((l) => l.startsWith('//')).map((l) => l.slice(3)).join('\n') + '\n');
+      process.stdout.write(readFileSync(new URL(import.meta.url), 'utf8').split('\n').slice(1).filter((l) => l.startsWith('//')).map((l) => l.slice(3)).join('\n') + '\n');
       process.exit(0);
     } else throw new Error(`unknown argument ${a} (see --help)`);
   }
@@ -61,7 +65,7 @@ function parseArgs(argv) {
     if (!argv.includes('--runs')) o.runs = 3;
     if (!argv.includes('--runners')) o.runners = 50;
   }
-  o.scaleFiles ??= o.quick ? [o.files, 10_003] : [6003, 100_000];
+  o.scaleFiles ??= o.quick ? [o.files, 10_003] : [o.files, 100_000];
   if (!Number.isInteger(o.files) || o.files < 10) throw new Error('--files must be an integer ≥ 10');
   if (!Number.isInteger(o.runs) || o.runs < 1) throw new Error('--runs must be an integer ≥ 1');
   return o;
@@ -78,6 +82,7 @@ const results = {
   host: { cpus: os.cpus().length, cpuModel: os.cpus()[0]?.model, memGiB: round3(os.totalmem() / 2 ** 30), loadAvgAtStart: os.loadavg().map(round3), node: process.version, kernel: os.release() },
   options: opts,
   errors: [],
+  notes: [],
 };
 const fail = (section, err) => {
   const msg = `${section}: ${err instanceof Error ? err.message : String(err)}`;
@@ -90,144 +95,131 @@ mkdirSync(opts.work, { recursive: true });
 const extraTeams = opts.quick ? 20 : 100;
 const dataDir = join(opts.work, `data-${opts.files}-x${extraTeams}`);
 log(`corpus: ${opts.files} files in ${dataDir}…`);
-const corpus = generateCorpus(dataDir, { files: opts.files, extraTeams });
+const corpus = { ...generateCorpus(dataDir, { files: opts.files, extraTeams }), dir: dataDir };
 results.corpus = { files: corpus.materialisedFiles, bytes: corpus.bytes, diskBytes: corpus.diskBytes, teams: corpus.teams, dataDir };
 const viewDir = join(opts.work, `view-${corpus.key}`);
-const viewDone = `${viewDir}.done`;
-if (!existsSync(viewDone)) {
+if (!existsSync(`${viewDir}.done`)) {
   rmSync(viewDir, { recursive: true, force: true });
   cpSync(join(dataDir, 'account'), join(viewDir, 'account'), { recursive: true, preserveTimestamps: true });
   for (const t of corpus.teams) cpSync(join(dataDir, 'teams', t), join(viewDir, `team_${t}`), { recursive: true, preserveTimestamps: true });
-  writeFileSync(viewDone, '');
+  writeFileSync(`${viewDir}.done`, '');
 }
 const runDir = join(opts.work, `run-${process.pid}`);
 mkdirSync(runDir, { recursive: true });
 log(`corpus ready: ${corpus.materialisedFiles} files, ${(corpus.bytes / 1e6).toFixed(1)} MB (${(corpus.diskBytes / 1e6).toFixed(1)} MB on disk) [${elapsed()}]`);
 
-/** A fresh filesystem per run: ready time, then the first grep -r. Returns the last one still mounted. */
-async function coldGrep(label, startFs, stopFs, onMounted) {
-  const ready = [];
-  const grep = [];
-  let output = null;
-  let fs = null;
+/** Re-reads the corpus so servers that read it (control plane, static server) start warm again after a cache drop. */
+const rewarm = () => run(`find '${dataDir}' '${viewDir}' -type f -exec cat {} + > /dev/null`);
+
+async function baselines() {
+  const node = [];
+  const cli = [];
   for (let i = 0; i < opts.runs; i++) {
-    if (fs) await stopFs(fs);
-    fs = await startFs();
-    try {
-      ready.push(fs.readyMs);
-      if (onMounted) await onMounted(fs, i);
-      const r = await timed(grepCommand(fs.mnt));
-      if (output !== null && r.output !== output) throw new Error(`${label}: cold grep output changed (${output} → ${r.output})`);
-      output = r.output;
-      grep.push(r.ms);
-      log(`${label} cold run ${i + 1}/${opts.runs}: ready ${(fs.readyMs / 1000).toFixed(3)} s, first grep -r ${(r.ms / 1000).toFixed(3)} s`);
-    } catch (err) {
-      await stopFs(fs);
-      throw err;
-    }
+    node.push((await timed(`${process.execPath} -e 0`)).ms);
+    cli.push((await timed(`${process.execPath} ${BIN} --version`)).ms);
   }
-  return { ready: summarize(ready), grep: { output, ...summarize(grep) }, last: fs };
+  results.baseline = { nodeStartMs: summarize(node), cliStartMs: summarize(cli) };
+  log(`baseline: node -e 0 ${results.baseline.nodeStartMs.median.toFixed(0)} ms, knowledgefs --version ${results.baseline.cliStartMs.median.toFixed(0)} ms`);
+}
+
+async function sideBySide(server, tokenFile, http) {
+  const mountOurs = (o) => () => startMount(server, tokenFile, runDir, o);
+  const checkFiles = (m) => {
+    if (m.files !== corpus.materialisedFiles) throw new Error(`mount shows ${m.files} files, corpus has ${corpus.materialisedFiles}`);
+  };
+  // ---- cold rounds -------------------------------------------------------
+  const canDrop = want('disk') && opts.dropCaches && (await run('echo 3 > /proc/sys/vm/drop_caches')).code === 0;
+  if (want('disk') && !canDrop) results.notes.push('local disk cold runs skipped: cannot write /proc/sys/vm/drop_caches');
+  const cold = [];
+  if (canDrop) cold.push({ key: 'disk', label: 'disk', start: async () => { await run('sync; echo 3 > /proc/sys/vm/drop_caches'); return { mnt: viewDir, readyMs: null }; }, stop: rewarm });
+  if (want('ceiling')) cold.push({ key: 'ceiling', label: 'ceiling', start: () => startCeiling(viewDir, runDir), stop: stopPeer });
+  if (server) {
+    cold.push({ key: 'oursOn', label: 'ours (prefetch on)', start: mountOurs({ prefetch: 'on' }), stop: stopMount, onReady: checkFiles });
+    cold.push({
+      key: 'oursOff', label: 'ours (prefetch off)', start: mountOurs({ prefetch: 'off' }), stop: stopMount,
+      onReady: (m, extra) => { checkFiles(m); (extra.rssAtReady ??= []).push(rssMiB(m.handle.pid).rss); },
+    });
+  }
+  if (http) cold.push({ key: 'rclone', label: 'rclone', start: () => startRclone(http.url, runDir), stop: stopPeer });
+  log(`cold rounds: ${cold.map((t) => t.label).join(', ')} [${elapsed()}]`);
+  const c = await coldRounds(cold, opts.runs, results.errors);
+
+  // ---- warm rounds: everything mounted at once -----------------------------
+  log(`warm rounds [${elapsed()}]`);
+  const all = battery('/').map((x) => x.id);
+  const mounted = [];
+  const stops = [];
+  try {
+    if (want('disk')) mounted.push({ key: 'disk', label: 'disk', mnt: viewDir, commands: all });
+    if (want('ceiling')) {
+      const best = await startCeiling(viewDir, runDir);
+      stops.push(() => stopPeer(best));
+      mounted.push({ key: 'ceiling', label: 'ceiling', mnt: best.mnt, commands: all });
+      const policy = await startCeiling(viewDir, runDir, 'ours');
+      stops.push(() => stopPeer(policy));
+      mounted.push({ key: 'ceilingOurPolicy', label: 'ceiling (our cache policy)', mnt: policy.mnt, commands: ['grep'] });
+    }
+    let ours = null;
+    if (server) {
+      ours = await mountOurs({ prefetch: 'on' })();
+      stops.push(() => stopMount(ours));
+      const ttl0 = await mountOurs({ prefetch: 'on', grantTtl: '0' })();
+      stops.push(() => stopMount(ttl0));
+      await waitPrefetch(ours.socket, 300_000);
+      await waitPrefetch(ttl0.socket, 300_000);
+      mounted.push({ key: 'ours', label: 'ours', mnt: ours.mnt, commands: all });
+      mounted.push({ key: 'oursTtl0', label: 'ours --grant-ttl 0', mnt: ttl0.mnt, commands: ['grep'] });
+    }
+    if (http) {
+      const rc = await startRclone(http.url, runDir);
+      stops.push(() => stopPeer(rc));
+      mounted.push({ key: 'rclone', label: 'rclone', mnt: rc.mnt, commands: all });
+    }
+    const w = await warmRounds(mounted, battery, opts.runs, results.errors);
+    if (ours) results.oursRssAfterWarmMiB = rssMiB(ours.handle.pid);
+
+    if (canDrop) results.disk = { cold: { grep: c.disk?.grep }, warm: w.disk };
+    else if (want('disk')) results.disk = { cold: null, warm: w.disk };
+    if (want('ceiling')) {
+      results.ceiling = { ready: c.ceiling?.ready, cold: { grep: c.ceiling?.grep }, warm: w.ceiling };
+      results.ceilingOurPolicy = { warm: w.ceilingOurPolicy };
+    }
+    if (server) {
+      results.ours = {
+        ready: c.oursOn?.ready, readyPrefetchOff: c.oursOff?.ready,
+        coldOn: { grep: c.oursOn?.grep }, coldOff: { grep: c.oursOff?.grep },
+        rssNoContentMiB: c.oursOff?.rssAtReady ? summarize(c.oursOff.rssAtReady) : null,
+        warm: w.ours, grantTtl0: w.oursTtl0,
+      };
+    }
+    if (http) results.rclone = { ready: c.rclone?.ready, cold: { grep: c.rclone?.grep }, warm: w.rclone, version: (await run('rclone version | head -1')).stdout.trim() };
+  } finally {
+    for (const s of stops.reverse()) await s().catch(() => {});
+  }
 }
 
 async function main() {
-  // ---- baselines: what any Node process pays before our code runs ---------
-  try {
-    const node = [];
-    const cli = [];
-    for (let i = 0; i < opts.runs; i++) {
-      node.push((await timed(`${process.execPath} -e 0`)).ms);
-      cli.push((await timed(`${process.execPath} ${BIN} --version`)).ms);
-    }
-    results.baseline = { nodeStartMs: summarize(node), cliStartMs: summarize(cli) };
-    log(`baseline: node -e 0 ${results.baseline.nodeStartMs.median.toFixed(0)} ms, knowledgefs --version ${results.baseline.cliStartMs.median.toFixed(0)} ms`);
-  } catch (err) { fail('baseline', err); }
+  await baselines().catch((err) => fail('baseline', err));
 
-  // ---- local disk: the limit --------------------------------------------
-  if (want('disk')) {
-    try {
-      log(`disk [${elapsed()}]`);
-      const warm = await measureWarm('disk', viewDir, opts.runs);
-      let cold = null;
-      const canDrop = opts.dropCaches && (await run('echo 3 > /proc/sys/vm/drop_caches')).code === 0;
-      if (canDrop) {
-        const samples = [];
-        for (let i = 0; i < opts.runs; i++) {
-          await run('sync; echo 3 > /proc/sys/vm/drop_caches');
-          samples.push((await timed(grepCommand(viewDir))).ms);
-        }
-        cold = { grep: summarize(samples) };
-      } else {
-        results.notes = [...(results.notes ?? []), 'disk cold runs skipped: cannot write /proc/sys/vm/drop_caches'];
-      }
-      results.disk = { warm, cold };
-    } catch (err) { fail('disk', err); }
-  }
-
-  // ---- in-memory fuse-native: the ceiling -------------------------------
-  if (want('ceiling')) {
-    log(`ceiling [${elapsed()}]`);
-    let last = null;
-    try {
-      const cold = await coldGrep('ceiling', () => startCeiling(viewDir, runDir), stopPeer);
-      last = cold.last;
-      const warm = await measureWarm('ceiling', last.mnt, opts.runs, undefined, ['grep', 'rg']);
-      results.ceiling = { ready: cold.ready, cold: { grep: cold.grep }, warm };
-      await stopPeer(last);
-      last = null;
-      // Diagnostic: the same in-memory filesystem under our kernel cache policy.
-      last = await startCeiling(viewDir, runDir, 'ours');
-      results.ceilingOurPolicy = { warm: await measureWarm('ceiling (our cache policy)', last.mnt, opts.runs, [{ id: 'grep', label: 'grep -r (warm)', cmd: grepCommand(last.mnt) }]) };
-    } catch (err) { fail('ceiling', err); } finally { if (last) await stopPeer(last); }
-  }
-
-  // ---- ours -------------------------------------------------------------
   let server = null;
+  let tokenFile = null;
   if (want('ours') || want('read') || want('load')) {
     try {
       log(`control plane [${elapsed()}]`);
       server = await startServer(dataDir, join(runDir, 'cp-main'));
-    } catch (err) { fail('ours (control plane did not start)', err); }
+      tokenFile = writeToken(runDir, 'bench', (await createSession(server, { kind: 'personal', creator: 'bench' })).token);
+    } catch (err) { fail('control plane', err); }
   }
-  if (server && want('ours')) {
-    const session = await createSession(server, { kind: 'personal', creator: 'bench' }).catch((err) => { fail('ours (session)', err); return null; });
-    if (session) {
-      const tokenFile = writeToken(runDir, 'bench', session.token);
-      const mountWith = (o) => () => startMount(server, tokenFile, runDir, o);
-      const ours = {};
-      results.ours = ours;
-      let last = null;
-      try {
-        log(`ours, prefetch off [${elapsed()}]`);
-        const rss = [];
-        const off = await coldGrep('ours (prefetch off)', mountWith({ prefetch: 'off' }), stopMount, (m) => {
-          if (m.files !== corpus.materialisedFiles) throw new Error(`mount shows ${m.files} files, corpus has ${corpus.materialisedFiles}`);
-          rss.push(rssMiB(m.handle.pid).rss);
-        });
-        await stopMount(off.last);
-        ours.readyPrefetchOff = off.ready;
-        ours.coldOff = { grep: off.grep };
-        ours.rssNoContentMiB = summarize(rss);
+  let http = null;
+  if (want('rclone')) http = await startStaticServer(viewDir).catch((err) => { fail('static server', err); return null; });
 
-        log(`ours, prefetch on [${elapsed()}]`);
-        const on = await coldGrep('ours (prefetch on)', mountWith({ prefetch: 'on' }), stopMount);
-        last = on.last;
-        ours.ready = on.ready;
-        ours.coldOn = { grep: on.grep };
-        const prefetch = await waitPrefetch(last.socket, 120_000);
-        ours.warm = await measureWarm('ours', last.mnt, opts.runs);
-        ours.rssAfterWarmMiB = rssMiB(last.handle.pid);
-        ours.prefetchAtWarm = prefetch;
-        await stopMount(last);
-        last = null;
-
-        log(`ours, --grant-ttl 0 [${elapsed()}]`);
-        last = await mountWith({ prefetch: 'on', grantTtl: '0' })();
-        await waitPrefetch(last.socket, 120_000);
-        const ttl0 = await measureWarm('ours --grant-ttl 0', last.mnt, opts.runs, [{ id: 'grep', label: 'grep -r (warm, --grant-ttl 0)', cmd: grepCommand(last.mnt) }]);
-        ours.grantTtl0 = ttl0;
-      } catch (err) { fail('ours', err); } finally { if (last) await stopMount(last); }
-    }
+  if (want('disk') || want('ceiling') || want('ours') || want('rclone')) {
+    try {
+      await sideBySide(want('ours') ? server : null, tokenFile, http);
+    } catch (err) { fail('side by side', err); }
   }
+  if (http) await stop(http.handle);
+
   if (server && want('read')) {
     try {
       log(`read tool [${elapsed()}]`);
@@ -247,64 +239,16 @@ async function main() {
   }
   if (server) await stop(server.handle);
 
-  // ---- rclone: the peer -------------------------------------------------
-  if (want('rclone')) {
-    log(`rclone [${elapsed()}]`);
-    let http = null;
-    let last = null;
-    try {
-      http = await startStaticServer(viewDir);
-      const cold = await coldGrep('rclone', () => startRclone(http.url, runDir), stopPeer);
-      last = cold.last;
-      const warm = await measureWarm('rclone', last.mnt, opts.runs, undefined, ['grep', 'rg']);
-      results.rclone = { ready: cold.ready, cold: { grep: cold.grep }, warm, version: (await run('rclone version | head -1')).stdout.trim() };
-    } catch (err) { fail('rclone', err); } finally {
-      if (last) await stopPeer(last);
-      if (http) await stop(http.handle);
-    }
-  }
-
-  // ---- daemon at scale: ready time and RSS without content ---------------
   if (want('scale')) {
     results.scale = [];
     for (const files of opts.scaleFiles) {
       log(`scale: ${files} files [${elapsed()}]`);
-      let srv = null;
       try {
-        // Metadata is all that matters here (no content is fetched), so
-        // files other than the main corpus are small to keep generation and
-        // the control plane's start-up scan short.
-        const sameAsMain = files === opts.files;
-        const dir = sameAsMain ? dataDir : join(opts.work, `data-scale-${files}`);
-        const c = sameAsMain ? corpus : generateCorpus(dir, { files, extraTeams: 0, minSize: 200, maxSize: 1000 });
-        srv = await startServer(dir, join(runDir, `cp-scale-${files}`), { timeoutMs: 600_000 });
-        const s = await createSession(srv, { kind: 'personal', creator: 'bench' });
-        const tokenFile = writeToken(runDir, `scale-${files}`, s.token);
-        const serverIdleCpuMsPerS = round3(await idleCpuMsPerS(srv.handle.pid));
-        const ready = [];
-        const rss = [];
-        const settled = [];
-        const hwm = [];
-        for (let i = 0; i < opts.runs; i++) {
-          const m = await startMount(srv, tokenFile, runDir, { prefetch: 'off', timeoutMs: 600_000 });
-          try {
-            if (m.files !== c.materialisedFiles) throw new Error(`mount shows ${m.files} files, corpus has ${c.materialisedFiles}`);
-            ready.push(m.readyMs);
-            rss.push(rssMiB(m.handle.pid).rss);
-            // The same process a few seconds later, once start-up garbage is collected.
-            await new Promise((r) => setTimeout(r, 3000));
-            const after = rssMiB(m.handle.pid);
-            settled.push(after.rss);
-            hwm.push(after.hwm);
-          } finally { await stopMount(m); }
-        }
-        const entry = { files: c.materialisedFiles, bytes: c.bytes, ready: summarize(ready), rss: summarize(rss), rssSettled: summarize(settled), rssPeak: summarize(hwm), serverIdleCpuMsPerS };
-        results.scale.push(entry);
-        log(`scale ${entry.files}: ready ${(entry.ready.median / 1000).toFixed(3)} s, VmRSS ${entry.rss.median.toFixed(1)} MiB at ready, ${entry.rssSettled.median.toFixed(1)} MiB 3 s later (peak ${entry.rssPeak.median.toFixed(1)}); control plane idle CPU ${serverIdleCpuMsPerS.toFixed(0)} ms/s`);
+        results.scale.push(await measureScale(files, { runs: opts.runs, work: opts.work, runDir, main: corpus }));
       } catch (err) {
         fail(`scale ${files}`, err);
         results.scale.push({ files, error: err instanceof Error ? err.message : String(err) });
-      } finally { if (srv) await stop(srv.handle); }
+      }
     }
   }
 }
@@ -320,6 +264,7 @@ try {
 }
 results.errors.push(...consistencyErrors(results));
 results.targets = checkTargets(results);
+results.host.loadAvgAtEnd = os.loadavg().map(round3);
 results.finishedAt = new Date().toISOString();
 results.durationS = round3((Date.now() - t0) / 1000);
 const resultsDir = join(REPO, 'bench', 'results');
@@ -328,9 +273,11 @@ const outFile = join(resultsDir, `${results.startedAt.replace(/[:.]/g, '-')}.jso
 writeFileSync(outFile, JSON.stringify(results, null, 2) + '\n');
 
 const c = results.corpus;
-process.stdout.write(`\nknowledgefs bench — ${c.files} files, ${(c.bytes / 1e6).toFixed(1)} MB (${(c.diskBytes / 1e6).toFixed(1)} MB on disk); median of ${opts.runs} runs; ${results.host.cpus} CPUs; ${results.durationS.toFixed(0)} s\n\n`);
+const load = `load average ${results.host.loadAvgAtStart[0].toFixed(1)} at start, ${results.host.loadAvgAtEnd[0].toFixed(1)} at end`;
+process.stdout.write(`\nknowledgefs bench — ${c.files} files, ${(c.bytes / 1e6).toFixed(1)} MB (${(c.diskBytes / 1e6).toFixed(1)} MB on disk); median of ${opts.runs} runs; ${results.host.cpus} CPUs, ${load}; ${results.durationS.toFixed(0)} s\n\n`);
 const tables = [mainTable(results), sideTable(results)].filter((t) => t.includes('\n'));
 process.stdout.write(`${[...tables, targetsText(results.targets)].join('\n\n')}\n`);
+for (const n of results.notes) process.stdout.write(`note: ${n}\n`);
 if (results.errors.length) {
   process.stdout.write(`\nerrors:\n${results.errors.map((e) => `  - ${e}`).join('\n')}\n`);
   exitCode = 1;

@@ -2,8 +2,7 @@
 // them, in child processes. Each pipes into `wc` so the output is one number
 // that must agree across filesystems (a fast wrong answer is not a result).
 
-import { run, log } from './proc.mjs';
-import { summarize } from './stats.mjs';
+import { run } from './proc.mjs';
 import { GREP_TOKEN, BIG_FILE } from '../corpus.mjs';
 
 const q = (p) => `'${p.replace(/'/g, `'\\''`)}'`;
@@ -32,26 +31,4 @@ export async function timed(cmd, timeoutMs = 600_000) {
   if (r.timedOut) throw new Error(`timed out after ${timeoutMs} ms: ${cmd}`);
   if (r.code !== 0) throw new Error(`exit ${r.code}: ${cmd}: ${r.stderr.trim().slice(0, 300)}`);
   return { ms: r.ms, output: r.stdout.trim() };
-}
-
-/**
- * Warm measurements: one untimed warm-up run per command (skipped for ids in
- * `warmed`, e.g. grep and rg right after a cold grep -r has read every file),
- * then `runs` timed runs. Returns {id: {label, output, ...summary}} (ms).
- */
-export async function measureWarm(name, root, runs, cmds = battery(root), warmed = []) {
-  const out = {};
-  for (const c of cmds) {
-    let output = warmed.includes(c.id) ? null : (await timed(c.cmd)).output;
-    const samples = [];
-    for (let i = 0; i < runs; i++) {
-      const r = await timed(c.cmd);
-      if (output !== null && r.output !== output) throw new Error(`${name} ${c.id}: output changed between runs (${output} → ${r.output})`);
-      output = r.output;
-      samples.push(r.ms);
-    }
-    out[c.id] = { label: c.label, output, ...summarize(samples) };
-    log(`${name} ${c.id}: median ${(out[c.id].median / 1000).toFixed(3)} s (output ${output})`);
-  }
-  return out;
 }

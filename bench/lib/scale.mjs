@@ -1,0 +1,52 @@
+// The daemon at scale: ready time and memory with no content fetched
+// (`--prefetch-content off`), each size with its own control plane.
+//
+// VmRSS is read right when the daemon prints `mounted` (start-up garbage
+// such as the plan's JSON text may still be on the heap), again 3 s later,
+// and VmHWM gives the peak. Corpora other than the main one use small files
+// (200–1000 B): only metadata matters here, and it keeps generation and the
+// control plane's start-up scan short.
+
+import { join } from 'node:path';
+import { generateCorpus } from '../corpus.mjs';
+import { startServer, createSession, writeToken, startMount, stopMount, rssMiB, idleCpuMsPerS } from './knowledgefs.mjs';
+import { stop, log } from './proc.mjs';
+import { summarize, round3 } from './stats.mjs';
+
+export async function measureScale(files, { runs, work, runDir, main }) {
+  const sameAsMain = main && files === main.options.files;
+  const dir = sameAsMain ? main.dir : join(work, `data-scale-${files}`);
+  const corpus = sameAsMain ? main : generateCorpus(dir, { files, extraTeams: 0, minSize: 200, maxSize: 1000 });
+  const server = await startServer(dir, join(runDir, `cp-scale-${files}`), { timeoutMs: 600_000 });
+  try {
+    const session = await createSession(server, { kind: 'personal', creator: 'bench' });
+    const tokenFile = writeToken(runDir, `scale-${files}`, session.token);
+    const serverIdleCpuMsPerS = round3(await idleCpuMsPerS(server.handle.pid));
+    const ready = [];
+    const rss = [];
+    const settled = [];
+    const peak = [];
+    for (let i = 0; i < runs; i++) {
+      const m = await startMount(server, tokenFile, runDir, { prefetch: 'off', timeoutMs: 600_000 });
+      try {
+        if (m.files !== corpus.materialisedFiles) throw new Error(`mount shows ${m.files} files, corpus has ${corpus.materialisedFiles}`);
+        ready.push(m.readyMs);
+        rss.push(rssMiB(m.handle.pid).rss);
+        await new Promise((r) => setTimeout(r, 3000));
+        const after = rssMiB(m.handle.pid);
+        settled.push(after.rss);
+        peak.push(after.hwm);
+      } finally {
+        await stopMount(m);
+      }
+    }
+    const entry = {
+      files: corpus.materialisedFiles, bytes: corpus.bytes,
+      ready: summarize(ready), rss: summarize(rss), rssSettled: summarize(settled), rssPeak: summarize(peak), serverIdleCpuMsPerS,
+    };
+    log(`scale ${entry.files}: ready ${(entry.ready.median / 1000).toFixed(3)} s; VmRSS ${entry.rss.median.toFixed(1)} MiB at ready, ${entry.rssSettled.median.toFixed(1)} MiB 3 s later, peak ${entry.rssPeak.median.toFixed(1)} MiB; control plane idle CPU ${serverIdleCpuMsPerS.toFixed(0)} ms/s`);
+    return entry;
+  } finally {
+    await stop(server.handle);
+  }
+}
