@@ -35,6 +35,8 @@ export interface PersistedState {
 }
 
 export const TOKEN_PREFIX = 'kfs_';
+/** Most read-set entries kept per session; the oldest reads are forgotten first. */
+export const MAX_READ_SET = 10_000;
 
 export function hashToken(token: string): string {
   return createHash('sha256').update(token, 'utf8').digest('hex');
@@ -119,7 +121,8 @@ export class SessionRegistry {
       record.mounted = [...record.mounted, mountTeam];
       mounted = true;
     }
-    record.readSet = [...record.readSet.filter((e) => e.path !== entry.path), entry];
+    const next = [...record.readSet.filter((e) => e.path !== entry.path), entry];
+    record.readSet = next.length > MAX_READ_SET ? next.slice(next.length - MAX_READ_SET) : next;
     await this.changed();
     return mounted;
   }
