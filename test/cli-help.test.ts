@@ -9,6 +9,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { parseDuration, parseSize } from '../src/core/units.js';
 import { BIN, REPO_ROOT } from './helpers/control-plane.js';
 
 interface Run { code: number | null; stdout: string; stderr: string }
@@ -157,5 +158,58 @@ describe.concurrent('usage errors: one clear line, exit 2', () => {
     expect(r.code).toBe(2);
     expect(r.stderr).toContain(missing);
     expect(existsSync(missing)).toBe(false);
+  });
+});
+
+/** `--help` options as {flag, default?}, continuation lines joined. */
+function helpOptions(help: string): { flag: string; dflt: string | undefined }[] {
+  const entries: string[] = [];
+  for (const line of help.split('\n')) {
+    if (/^ {2}-/.test(line)) entries.push(line.trim());
+    else if (/^ {4,}\S/.test(line) && entries.length > 0) entries[entries.length - 1] += ` ${line.trim()}`;
+    else if (!/^\s/.test(line) && entries.length > 0 && line !== '') break;
+  }
+  return entries
+    .map((e) => ({ flag: /--[a-z-]+/.exec(e)?.[0] ?? '', dflt: /\(default: "?([^")]*)"?\)$/.exec(e)?.[1] }))
+    .filter((o) => o.flag !== '' && o.flag !== '--help');
+}
+
+/** The same value, whatever units README and --help use. */
+function sameDefault(readme: string, help: string): boolean {
+  const r = readme.replace(/`/g, '').trim();
+  if (r === help) return true;
+  if (help === 'true' || help === 'false') return (r === 'on') === (help === 'true');
+  for (const parse of [parseSize, parseDuration]) {
+    try {
+      if (parse(r) === Number(help)) return true;
+    } catch {
+      // not this kind of value
+    }
+  }
+  return false;
+}
+
+describe('README', () => {
+  const readme = readFileSync(join(REPO_ROOT, 'README.md'), 'utf8');
+  for (const command of ['serve', 'mount']) {
+    it(`documents every flag of ${command}, with the default --help shows`, async () => {
+      const help = (await cli([command, '--help'])).stdout;
+      const options = helpOptions(help);
+      expect(options.length).toBeGreaterThan(5);
+      for (const { flag, dflt } of options) {
+        const row = readme.split('\n').find((l) => l.startsWith(`| \`${flag}`));
+        expect(row, `README has no table row for ${command} ${flag}`).toBeDefined();
+        // Only commander's own "(default: VALUE)"; prose defaults in descriptions have spaces.
+        if (dflt === undefined || /\s/.test(dflt)) continue;
+        const cell = (row as string).split(' | ')[1] ?? '';
+        expect(sameDefault(cell, dflt), `${command} ${flag}: README says ${cell}, --help says ${dflt}`).toBe(true);
+      }
+    });
+  }
+
+  it('gives exactly two quick-start commands: npm run demo and npm test', () => {
+    const quick = readme.split('## Quick start')[1]?.split('\n## ')[0] ?? '';
+    const block = /```sh\n([\s\S]*?)```/.exec(quick)?.[1] ?? '';
+    expect(block.trim().split('\n').map((l) => l.split('#')[0]?.trim())).toEqual(['npm run demo', 'npm test']);
   });
 });
