@@ -11,9 +11,11 @@
 // means the file changed after the plan was fetched: the new bytes are
 // cached under their own hash (they are valid content, just not this
 // version), the sync loop is asked to refresh, and this open fails with EIO
-// rather than serving bytes whose size the kernel does not know yet.
+// rather than serving bytes whose size the kernel does not know yet. Any
+// other mismatch is an `integrity` error (EIO, logged); a sync is asked for
+// then too, since a file that grew past the plan's size looks the same.
 
-import { KnowledgeError } from '../core/errors.js';
+import { KnowledgeError, isKnowledgeError } from '../core/errors.js';
 import type { ContentCache } from './content-cache.js';
 import { sha256Hex } from './content-cache.js';
 import type { ControlClient } from './control-client.js';
@@ -67,7 +69,15 @@ export class ContentFetcher {
     const fromDisk = await this.opts.cache.get(ref.sha256);
     if (fromDisk !== undefined) return fromDisk;
     this.fetches++;
-    const { body, sha256: claimed } = await this.opts.client.file(ref.scope, ref.scopePath, ref.size);
+    let reply: Awaited<ReturnType<ControlClient['file']>>;
+    try {
+      reply = await this.opts.client.file(ref.scope, ref.scopePath, ref.size);
+    } catch (err) {
+      // More bytes than the plan says: most likely the file grew since the plan.
+      if (isKnowledgeError(err) && err.code === 'integrity') this.opts.onStale?.(ref);
+      throw err;
+    }
+    const { body, sha256: claimed } = reply;
     const actual = sha256Hex(body);
     if (actual === ref.sha256 && body.length === ref.size) {
       this.opts.cache.put(actual, body);
@@ -79,6 +89,7 @@ export class ContentFetcher {
       this.opts.onStale?.(ref);
       throw new KnowledgeError('unavailable', `${where} changed on the control plane since the last plan; refreshing`);
     }
+    this.opts.onStale?.(ref);
     this.log(`integrity: ${where}: received ${body.length} bytes with sha256 ${actual.slice(0, 12)}…, expected ${ref.size} bytes with ${ref.sha256.slice(0, 12)}…; refused`);
     throw new KnowledgeError('integrity', `${where}: bytes from the control plane do not match the plan's sha256`);
   }
