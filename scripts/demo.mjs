@@ -83,6 +83,8 @@ const SHIMS = join(tmp, 'bin');
 const children = [];
 let unexpected = 0;
 let cleaning = null;
+/** Set once our daemon said `mounted`: only then is a leftover mount ours to remove. */
+let mountedByUs = false;
 
 function startChild(name, args, env) {
   const proc = spawn(process.execPath, [BIN, ...args], {
@@ -172,7 +174,7 @@ function cleanup() {
     const mount = children.find((c) => c.name === 'knowledgefs mount');
     const serve = children.find((c) => c.name === 'knowledgefs serve');
     if (mount) await stopChild(mount);
-    if (await mountpointIsMounted()) {
+    if (mountedByUs && (await mountpointIsMounted())) {
       await new Promise((resolve) => spawn('fusermount', ['-uz', MOUNT], { stdio: 'ignore' }).on('close', resolve).on('error', resolve));
     }
     if (serve) await stopChild(serve);
@@ -274,6 +276,7 @@ async function main() {
     '--sync-interval', '500ms',
   ]);
   const [ready] = await waitForLine(mount, /^mounted .*$/m, 'knowledgefs mount');
+  mountedByUs = true;
   explain(`${ready} (pid ${mount.proc.pid}); commands below run in ${shown(WORK)}`);
 
   heading(1, 'What is materialised: ls');
