@@ -81,20 +81,20 @@ describe('knowledgefs read', () => {
   it('prints the same bytes and exit code for a hidden denial and a missing file', async () => {
     const hidden = await cli(['read', 'knowledge/team_storage/DUTY.md']);
     const missing = await cli(['read', 'knowledge/team_nobody/DUTY.md'], {}, '/');
-    expect(hidden.code).toBe(1);
+    expect(hidden.code, hidden.stderr).toBe(1);
     expect(hidden.stdout).toBe('');
     expect(hidden.stderr).toBe('knowledgefs: knowledge/team_storage/DUTY.md: no such file\n');
     expect({ ...missing, stderr: missing.stderr.replace('team_nobody', 'team_storage') }).toEqual(hidden);
     const hiddenJson = await cli(['read', 'knowledge/team_storage/DUTY.md', '--json']);
     const missingJson = await cli(['read', 'knowledge/team_nobody/DUTY.md', '--json']);
-    expect(hiddenJson.code).toBe(1);
+    expect(hiddenJson.code, hiddenJson.stderr).toBe(1);
     expect(JSON.parse(hiddenJson.stdout)).toEqual({ ok: false, error: { code: 'not_found', message: 'knowledge/team_storage/DUTY.md: no such file' } });
     expect(missingJson.stdout.replace('team_nobody', 'team_storage')).toBe(hiddenJson.stdout);
   });
 
   it('exits 3 with the guidance for a denied team', async () => {
     const r = await cli(['read', 'knowledge/team_ops/DUTY.md']);
-    expect(r.code).toBe(3);
+    expect(r.code, r.stderr).toBe(3);
     expect(r.stdout).toBe('');
     expect(r.stderr).toMatch(/belongs to team payments.*ask an admin to share it/i);
   });
@@ -103,14 +103,15 @@ describe('knowledgefs read', () => {
     mode = 'membership-down';
     try {
       const other = await cli(['read', 'knowledge/team_search/DUTY.md']);
-      expect(other.code).toBe(4);
+      expect(other.code, other.stderr).toBe(4);
       expect(other.stderr).toMatch(/membership source/);
-      expect((await cli(['read', 'knowledge/account/DUTY.md'])).code).toBe(0);
+      const acct = await cli(['read', 'knowledge/account/DUTY.md']);
+      expect(acct, JSON.stringify(acct)).toMatchObject({ code: 0 });
       const json = await cli(['read', 'knowledge/team_search/DUTY.md', '--json']);
       expect(JSON.parse(json.stdout).error.code).toBe('membership_unavailable');
       mode = 'cp-down';
       const cp = await cli(['read', 'knowledge/account/DUTY.md']);
-      expect(cp.code).toBe(4);
+      expect(cp.code, cp.stderr).toBe(4);
       expect(cp.stderr).toMatch(/control plane/);
     } finally {
       mode = 'ok';
@@ -120,12 +121,12 @@ describe('knowledgefs read', () => {
   it('caps output and says how to continue; following the hint yields the rest', async () => {
     const full = files.get('team_payments/big.md') ?? '';
     const first = await cli(['read', 'knowledge/team_payments/big.md']);
-    expect(first.code).toBe(0);
+    expect(first.code, first.stderr).toBe(0);
     expect([...first.stdout].length).toBe(100_000);
     expect(first.stderr).toBe('\n… truncated at character 100000 of 120000; continue with: knowledgefs read knowledge/team_payments/big.md --offset 100000\n');
     const hint = /continue with: knowledgefs (.*)\n$/.exec(first.stderr)?.[1]?.split(' ') ?? [];
     const rest = await cli(hint);
-    expect(rest.code).toBe(0);
+    expect(rest.code, rest.stderr).toBe(0);
     expect(rest.stderr).toBe('');
     expect(first.stdout + rest.stdout).toBe(full);
     const page = await cli(['read', 'knowledge/team_payments/big.md', '--offset', '3', '--limit', '3', '--json']);
@@ -138,7 +139,7 @@ describe('knowledgefs read', () => {
       expect(r.code, args.join(' ')).toBe(2);
     }
     const out = await cli(['read', 'knowledge/../etc/passwd']);
-    expect(out.code).toBe(2);
+    expect(out.code, out.stderr).toBe(2);
     expect(out.stderr).toMatch(/outside knowledge\//);
     expect(out.stdout).toBe('');
   });
@@ -146,10 +147,10 @@ describe('knowledgefs read', () => {
   it('exits 4 with a clear message when no daemon listens', async () => {
     const missing = join(dir, 'none.sock');
     const r = await cli(['read', 'knowledge/account/DUTY.md', '--socket', missing]);
-    expect(r.code).toBe(4);
+    expect(r.code, r.stderr).toBe(4);
     expect(r.stderr).toBe(`knowledgefs: no knowledgefs mount daemon at ${missing}: is \`knowledgefs mount\` running? set --socket or KNOWLEDGEFS_SOCKET\n`);
     const viaEnv = await cli(['manifest', '--json'], { KNOWLEDGEFS_SOCKET: missing });
-    expect(viaEnv.code).toBe(4);
+    expect(viaEnv.code, viaEnv.stderr).toBe(4);
     expect(JSON.parse(viaEnv.stdout).error.code).toBe('unavailable');
   });
 });
