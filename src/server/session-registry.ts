@@ -100,7 +100,14 @@ export class SessionRegistry {
     };
     this.byId.set(record.id, record);
     this.byTokenHash.set(record.tokenHash, record);
-    await this.changed();
+    try {
+      await this.changed();
+    } catch (err) {
+      // Not durable, not acknowledged: the session never existed.
+      this.byId.delete(record.id);
+      this.byTokenHash.delete(record.tokenHash);
+      throw err;
+    }
     return { record, token };
   }
 
@@ -108,6 +115,7 @@ export class SessionRegistry {
     const record = this.byId.get(id);
     if (record === undefined) return false;
     if (!record.revoked) {
+      // Revocation takes effect at once, even if saving it fails (fail closed).
       record.revoked = true;
       await this.changed();
     }
@@ -116,6 +124,7 @@ export class SessionRegistry {
 
   /** Records a successful read (replacing an older entry of the same path) and, if asked, a mount. */
   async recordRead(record: SessionRecord, entry: ReadSetEntry, mountTeam: string | null): Promise<boolean> {
+    const before = { mounted: record.mounted, readSet: record.readSet };
     let mounted = false;
     if (mountTeam !== null && !record.mounted.includes(mountTeam)) {
       record.mounted = [...record.mounted, mountTeam];
@@ -123,7 +132,15 @@ export class SessionRegistry {
     }
     const next = [...record.readSet.filter((e) => e.path !== entry.path), entry];
     record.readSet = next.length > MAX_READ_SET ? next.slice(next.length - MAX_READ_SET) : next;
-    await this.changed();
+    const after = { mounted: record.mounted, readSet: record.readSet };
+    try {
+      await this.changed();
+    } catch (err) {
+      // Not acknowledged: undo, unless a later change already replaced ours.
+      if (record.mounted === after.mounted) record.mounted = before.mounted;
+      if (record.readSet === after.readSet) record.readSet = before.readSet;
+      throw err;
+    }
     return mounted;
   }
 
