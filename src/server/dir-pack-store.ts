@@ -7,10 +7,8 @@
 // per path for the life of the process, and hash only files whose
 // (ino, size, mtimeMs, ctimeMs) changed since the last scan, so rescanning an
 // unchanged tree costs one lstat per file (and an unchanged pack keeps its
-// snapshot object: no re-sort, no re-hash of the version). Scans use sync
-// readdir/lstat/read in slices of at most SLICE_MS, yielding to the event loop
-// between slices: far cheaper than one promise per file, and requests keep
-// being served during a scan.
+// snapshot object: no re-sort, no re-hash of the version). Scans run in time
+// slices (scan-slices.ts) so requests keep being served during a scan.
 //
 // `read` opens the file without following symlinks, checks its directory is
 // still inside the pack, hashes the bytes it read and, if they no longer match
@@ -25,6 +23,7 @@ import { MAX_PATH_BYTES, packPathProblem, segmentProblem } from '../core/paths.j
 import { snapshotScope, type PlanFile, type ScopeSnapshot } from '../core/plan.js';
 import { ACCOUNT_SCOPE, compareScopes, isValidTeamId, parseScope, teamScope, type ScopeName } from '../core/scope.js';
 import type { PackFile, PackStore } from './pack-store.js';
+import { createSlicer, fingerprint, sameFingerprint, type Fingerprint, type Slicer } from './scan-slices.js';
 
 export interface DirPackStoreOptions {
   readonly maxFileSize: number;
@@ -42,31 +41,6 @@ interface ScopeIndex {
   readonly byPath: ReadonlyMap<string, IndexEntry>;
 }
 
-/** What a rescan compares to decide a file is unchanged and need not be re-hashed. */
-interface Fingerprint {
-  readonly ino: number;
-  readonly size: number;
-  readonly mtimeMs: number;
-  readonly ctimeMs: number;
-}
-
-function sameFingerprint(a: Fingerprint, b: Fingerprint): boolean {
-  return a.ino === b.ino && a.size === b.size && a.mtimeMs === b.mtimeMs && a.ctimeMs === b.ctimeMs;
-}
-
-function fingerprint(st: Fingerprint): Fingerprint {
-  return { ino: st.ino, size: st.size, mtimeMs: st.mtimeMs, ctimeMs: st.ctimeMs };
-}
-
-interface Slicer {
-  /** True when the current slice has used its time. */
-  due(): boolean;
-  /** Lets the event loop run, then starts a new slice. */
-  yield(): Promise<void>;
-}
-
-/** Longest stretch of synchronous scanning before yielding to the event loop. */
-const SLICE_MS = 8;
 /** Files up to this size are hashed synchronously inside a slice. */
 const SYNC_HASH_BYTES = 256 * 1024;
 const MAX_LOGGED = 100_000;
@@ -262,14 +236,7 @@ export class DirPackStore implements PackStore {
   }
 
   private async doScan(): Promise<boolean> {
-    let sliceStart = performance.now();
-    const slice: Slicer = {
-      due: () => performance.now() - sliceStart >= SLICE_MS,
-      yield: async () => {
-        await new Promise<void>((resolve) => setImmediate(resolve));
-        sliceStart = performance.now();
-      },
-    };
+    const slice = createSlicer();
     const roots = this.packRoots();
     const next = new Map<ScopeName, ScopeIndex>();
     let changed = roots.length !== this.indexes.size;
