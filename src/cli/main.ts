@@ -2,17 +2,13 @@
 // injected context and returns an exit code. Usage errors are one line and
 // exit 2.
 
-import { Command, CommanderError, InvalidArgumentError } from 'commander';
+import { Command, CommanderError } from 'commander';
 import { createRequire } from 'node:module';
 import { isKnowledgeError } from '../core/errors.js';
 import { EXIT, EXIT_FOR_CODE } from './exit-codes.js';
 import { processContext, type CliContext } from './context.js';
-import { registerServe } from './commands/serve.js';
-import { registerSession } from './commands/session.js';
-import { registerMount } from './commands/mount.js';
-import { registerRead } from './commands/read.js';
-import { registerManifest, registerReminder } from './commands/manifest.js';
-import { registerDoctor } from './commands/doctor.js';
+
+export { optionParser } from './option-parser.js';
 
 const require = createRequire(import.meta.url);
 const { version } = require('../../package.json') as { version: string };
@@ -22,7 +18,32 @@ export interface CommandResult {
   code: number;
 }
 
-export function buildProgram(ctx: CliContext, result: CommandResult): Command {
+type Register = (program: Command, ctx: CliContext, result: CommandResult) => void;
+
+// Commands are loaded on demand: `knowledgefs read` is called by agents over
+// and over and must not pay for loading the control plane or the FUSE binding.
+const COMMANDS: Record<string, () => Promise<Register>> = {
+  serve: async () => (await import('./commands/serve.js')).registerServe,
+  session: async () => (await import('./commands/session.js')).registerSession,
+  mount: async () => (await import('./commands/mount.js')).registerMount,
+  read: async () => (await import('./commands/read.js')).registerRead,
+  manifest: async () => (await import('./commands/manifest.js')).registerManifest,
+  reminder: async () => (await import('./commands/manifest.js')).registerReminder,
+  doctor: async () => (await import('./commands/doctor.js')).registerDoctor,
+};
+
+/** The command named on the command line (also `help <command>`), if it is one of ours. */
+function requestedCommand(args: readonly string[]): string | undefined {
+  const [first, second] = args;
+  if (first === 'help' && second !== undefined && second in COMMANDS) return second;
+  return first !== undefined && first in COMMANDS ? first : undefined;
+}
+
+export async function buildProgram(
+  ctx: CliContext,
+  result: CommandResult,
+  only?: string,
+): Promise<Command> {
   const program = new Command('knowledgefs')
     .description('A knowledge/ directory for AI agents that only ever shows what the session may load.')
     .version(version, '-V, --version')
@@ -32,31 +53,16 @@ export function buildProgram(ctx: CliContext, result: CommandResult): Command {
       writeErr: (s) => ctx.stderr.write(s),
     })
     .exitOverride();
-  registerServe(program, ctx, result);
-  registerSession(program, ctx, result);
-  registerMount(program, ctx, result);
-  registerRead(program, ctx, result);
-  registerManifest(program, ctx, result);
-  registerReminder(program, ctx, result);
-  registerDoctor(program, ctx, result);
+  const names = only === undefined ? Object.keys(COMMANDS) : [only];
+  const registers = await Promise.all(names.map((name) => (COMMANDS[name] as () => Promise<Register>)()));
+  for (const register of registers) register(program, ctx, result);
   for (const cmd of program.commands) cmd.exitOverride().configureOutput(program.configureOutput());
   return program;
 }
 
-/** Wraps a commander option parser so a bad value is a one-line usage error. */
-export function optionParser<T>(parse: (text: string) => T): (text: string) => T {
-  return (text) => {
-    try {
-      return parse(text);
-    } catch (err) {
-      throw new InvalidArgumentError(err instanceof Error ? err.message : String(err));
-    }
-  };
-}
-
 export async function main(argv: readonly string[], ctx: CliContext = processContext()): Promise<number> {
   const result: CommandResult = { code: EXIT.ok };
-  const program = buildProgram(ctx, result);
+  const program = await buildProgram(ctx, result, requestedCommand(argv.slice(2)));
   try {
     await program.parseAsync([...argv]);
     return result.code;

@@ -15,7 +15,8 @@ import { isKnowledgeError } from '../../core/errors.js';
 import { defaultSocketPath } from '../../core/socket-path.js';
 import { parseDuration } from '../../core/units.js';
 import type { CliContext } from '../context.js';
-import { optionParser, type CommandResult } from '../main.js';
+import type { CommandResult } from '../main.js';
+import { optionParser } from '../option-parser.js';
 import { SocketClient } from '../socket-client.js';
 import {
   checkDevFuse,

@@ -18,7 +18,8 @@ import { runMountDaemon } from '../../daemon/mount-daemon.js';
 import { MOUNT_DEFAULTS } from '../../daemon/options.js';
 import type { CliContext } from '../context.js';
 import { EXIT } from '../exit-codes.js';
-import { optionParser, type CommandResult } from '../main.js';
+import type { CommandResult } from '../main.js';
+import { optionParser } from '../option-parser.js';
 import { readTokenFile } from './serve.js';
 
 export const TOKEN_ENV = 'KNOWLEDGEFS_TOKEN';

@@ -11,7 +11,8 @@ import { errorCodeOf, isKnowledgeError } from '../../core/errors.js';
 import { READ_OUTPUT_CAP, type LocalReadResult } from '../../core/wire.js';
 import type { CliContext } from '../context.js';
 import { EXIT, EXIT_FOR_CODE } from '../exit-codes.js';
-import { optionParser, type CommandResult } from '../main.js';
+import type { CommandResult } from '../main.js';
+import { optionParser } from '../option-parser.js';
 import { SocketClient } from '../socket-client.js';
 import { parseCount, resolveSocketPath, shellQuote, writeJsonError } from './socket-command.js';
 

@@ -16,7 +16,8 @@ import { parseListen, serveControlPlane } from '../../server/control-plane.js';
 import { DEFAULTS, internalDir } from '../../server/options.js';
 import type { CliContext } from '../context.js';
 import { EXIT } from '../exit-codes.js';
-import { optionParser, type CommandResult } from '../main.js';
+import type { CommandResult } from '../main.js';
+import { optionParser } from '../option-parser.js';
 
 export const ADMIN_TOKEN_ENV = 'KNOWLEDGEFS_ADMIN_TOKEN';
 
