@@ -42,28 +42,48 @@ export function findOnPath(name: string, path = process.env.PATH ?? ''): string 
   return undefined;
 }
 
+/** How the checks look at the machine; tests pass a fake one. */
+export interface FuseProbe {
+  exists(path: string): boolean;
+  readWritable(path: string): boolean;
+  hasLibfuse2(): boolean;
+  findOnPath(name: string): string | undefined;
+  uid(): number | undefined;
+}
+
+export const MACHINE: FuseProbe = {
+  exists: existsSync,
+  readWritable: (path) => {
+    try {
+      accessSync(path, constants.R_OK | constants.W_OK);
+      return true;
+    } catch {
+      return false;
+    }
+  },
+  hasLibfuse2,
+  findOnPath: (name) => findOnPath(name),
+  uid: () => process.getuid?.(),
+};
+
 /** Everything missing for a FUSE mount on this machine; empty when all is there. */
-export function fuseProblems(): FuseProblem[] {
+export function fuseProblems(probe: FuseProbe = MACHINE): FuseProblem[] {
   const problems: FuseProblem[] = [];
-  if (!existsSync('/dev/fuse')) {
+  if (!probe.exists('/dev/fuse')) {
     problems.push({
       missing: '/dev/fuse does not exist',
       fix: 'load the fuse kernel module (modprobe fuse); in a container, run it with --device /dev/fuse --cap-add SYS_ADMIN',
     });
-  } else {
-    try {
-      accessSync('/dev/fuse', constants.R_OK | constants.W_OK);
-    } catch {
-      problems.push({
-        missing: `no read/write permission on /dev/fuse for uid ${process.getuid?.() ?? '?'}`,
-        fix: 'run as root, or give this user access (add it to the group owning /dev/fuse, or chmod 0666 /dev/fuse)',
-      });
-    }
+  } else if (!probe.readWritable('/dev/fuse')) {
+    problems.push({
+      missing: `no read/write permission on /dev/fuse for uid ${probe.uid() ?? '?'}`,
+      fix: 'run as root, or give this user access (add it to the group owning /dev/fuse, or chmod 0666 /dev/fuse)',
+    });
   }
-  if (!hasLibfuse2()) {
+  if (!probe.hasLibfuse2()) {
     problems.push({ missing: 'libfuse.so.2 (libfuse 2.9) is not installed', fix: 'apt-get install -y libfuse2 (Debian/Ubuntu)' });
   }
-  if (findOnPath('fusermount') === undefined) {
+  if (probe.findOnPath('fusermount') === undefined) {
     problems.push({ missing: 'fusermount is not on PATH', fix: 'apt-get install -y fuse (Debian/Ubuntu)' });
   }
   return problems;

@@ -1,0 +1,165 @@
+// The daemon's HTTP client against a real server on 127.0.0.1:0 whose
+// answers each test scripts: status mapping, retries of idempotent GETs
+// within the deadline, no retry of POSTs, bounded time on hangs, capped
+// bodies, ETag/304, and the token only ever in the authorization header.
+
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { KnowledgeError } from '../src/core/errors.js';
+import { buildPlan, snapshotScope } from '../src/core/plan.js';
+import { HttpControlClient } from '../src/daemon/control-client.js';
+
+type Handler = (req: IncomingMessage, res: ServerResponse, n: number) => void;
+
+let server: Server;
+let url: string;
+let handler: Handler = (_req, res) => res.end();
+let hits: { method: string; url: string; auth: string | undefined; ifNoneMatch: string | undefined }[] = [];
+const clients: HttpControlClient[] = [];
+
+function client(timeoutMs = 2000): HttpControlClient {
+  const c = new HttpControlClient({ serverUrl: url, token: 'tok_secret', requestTimeoutMs: timeoutMs });
+  clients.push(c);
+  return c;
+}
+
+const json = (res: ServerResponse, status: number, body: unknown) => {
+  res.writeHead(status, { 'content-type': 'application/json' });
+  res.end(JSON.stringify(body));
+};
+
+async function failure(p: Promise<unknown>): Promise<KnowledgeError> {
+  try {
+    await p;
+  } catch (err) {
+    if (err instanceof KnowledgeError) return err;
+    throw err;
+  }
+  throw new Error('expected a failure');
+}
+
+const PLAN = buildPlan({
+  sessionId: 'ses_1',
+  threshold: 100,
+  loadable: [snapshotScope('account', [{ path: 'DUTY.md', size: 3, mtimeMs: 1, sha256: 'a'.repeat(64) }])],
+  boundTeam: undefined,
+  mounted: [],
+});
+
+beforeAll(async () => {
+  server = createServer((req, res) => {
+    hits.push({ method: req.method ?? '', url: req.url ?? '', auth: req.headers.authorization, ifNoneMatch: req.headers['if-none-match'] });
+    req.resume();
+    req.on('end', () => handler(req, res, hits.length));
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+});
+
+afterEach(() => {
+  hits = [];
+});
+
+afterAll(async () => {
+  for (const c of clients) await c.close();
+  server.closeAllConnections();
+  await new Promise((r) => server.close(r));
+});
+
+describe('HttpControlClient', () => {
+  it('sends the token as a bearer header only; maps 404/403/401 with the server message', async () => {
+    handler = (req, res) => {
+      if (req.url === '/v1/grants/team_a') return json(res, 404, { error: { code: 'not_found', message: 'no such file: team_a' } });
+      if (req.url === '/v1/grants/team_b') return json(res, 403, { error: { code: 'denied', message: 'this session belongs to team x' } });
+      return json(res, 401, { error: { code: 'unauthorized', message: 'bad token' } });
+    };
+    const c = client();
+    expect(await failure(c.grant('team_a'))).toMatchObject({ code: 'not_found', message: 'no such file: team_a' });
+    expect(await failure(c.grant('team_b'))).toMatchObject({ code: 'denied', message: 'this session belongs to team x' });
+    expect((await failure(c.session())).code).toBe('unauthorized');
+    expect(hits.every((h) => h.auth === 'Bearer tok_secret' && !h.url.includes('tok_secret'))).toBe(true);
+    expect(hits).toHaveLength(3); // 4xx are not retried
+  });
+
+  it('retries idempotent GETs on 5xx up to 3 times, then unavailable', async () => {
+    handler = (_req, res) => json(res, 503, { error: { code: 'unavailable', message: 'busy' } });
+    const err = await failure(client().grant('account'));
+    expect(err.code).toBe('unavailable');
+    expect(hits).toHaveLength(4);
+  });
+
+  it('a retry that succeeds is invisible to the caller', async () => {
+    handler = (_req, res, n) => (n < 3 ? res.socket?.destroy() : json(res, 200, { scope: 'account', allowed: true }));
+    await client().grant('account');
+    expect(hits).toHaveLength(3);
+  });
+
+  it('membership_unavailable (503) is passed on, not retried', async () => {
+    handler = (_req, res) => json(res, 503, { error: { code: 'membership_unavailable', message: 'membership source down' } });
+    expect(await failure(client().grant('team_a'))).toMatchObject({ code: 'membership_unavailable' });
+    expect(hits).toHaveLength(1);
+  });
+
+  it('POST /v1/read is never retried', async () => {
+    handler = (_req, res) => json(res, 500, { error: { code: 'internal', message: 'boom' } });
+    expect((await failure(client().read({ path: 'team_a/DUTY.md', mount: true }))).code).toBe('unavailable');
+    expect(hits).toHaveLength(1);
+  });
+
+  it('a hung server → unavailable within the request timeout (generous bound, no hang)', async () => {
+    handler = () => undefined; // never answers
+    const started = Date.now();
+    const err = await failure(client(300).grant('account'));
+    expect(err.code).toBe('unavailable');
+    expect(err.message).toContain('no answer within 300 ms');
+    expect(Date.now() - started).toBeLessThan(5000);
+  });
+
+  it('connection refused → unavailable naming the server', async () => {
+    const c = new HttpControlClient({ serverUrl: 'http://127.0.0.1:1', token: 't', requestTimeoutMs: 1000 });
+    clients.push(c);
+    const err = await failure(c.session());
+    expect(err.code).toBe('unavailable');
+    expect(err.message).toContain('http://127.0.0.1:1');
+  });
+
+  it('garbage or a wrong shape → unavailable, never trusted', async () => {
+    handler = (_req, res) => {
+      res.writeHead(200);
+      res.end('<html>}{');
+    };
+    expect((await failure(client().plan({ threshold: 1 }))).code).toBe('unavailable');
+    handler = (_req, res) => json(res, 200, { ...PLAN, scopes: [{ scope: '../etc', version: 'x', totalBytes: 0, files: [] }] });
+    expect((await failure(client().plan({ threshold: 1 }))).code).toBe('unavailable');
+    handler = (_req, res) => json(res, 200, { ...PLAN, version: 'forged' });
+    expect((await failure(client().plan({ threshold: 1 }))).code).toBe('unavailable');
+  });
+
+  it('plans: If-None-Match with the version, 304 → null, wait passed as seconds', async () => {
+    handler = (req, res) => (req.headers['if-none-match'] === `"${PLAN.version}"` ? (res.writeHead(304), res.end()) : json(res, 200, PLAN));
+    const c = client();
+    const plan = await c.plan({ threshold: 100 });
+    expect(plan?.version).toBe(PLAN.version);
+    expect(await c.plan({ threshold: 100, etag: PLAN.version, waitMs: 1500 })).toBeNull();
+    expect(hits[1]?.url).toBe('/v1/plan?threshold=100&wait=1.5');
+  });
+
+  it('file bodies: bytes and the sha256 header; more bytes than the plan says → integrity, without reading it all', async () => {
+    handler = (req, res) => {
+      res.writeHead(200, { 'x-kfs-sha256': 'b'.repeat(64) });
+      res.end(req.url?.includes('big') ? Buffer.alloc(1 << 20) : 'abc');
+    };
+    const c = client();
+    const got = await c.file('account', 'dir/a b.md', 3);
+    expect(got.body.toString()).toBe('abc');
+    expect(got.sha256).toBe('b'.repeat(64));
+    expect(hits[0]?.url).toBe('/v1/files/account/dir/a%20b.md');
+    expect((await failure(c.file('account', 'big.md', 3))).code).toBe('integrity');
+  });
+
+  it('rejects a bad --server URL up front', () => {
+    expect(() => new HttpControlClient({ serverUrl: 'not a url', token: 't', requestTimeoutMs: 1 })).toThrow(/invalid --server URL/);
+    expect(() => new HttpControlClient({ serverUrl: 'ftp://x', token: 't', requestTimeoutMs: 1 })).toThrow(/http:\/\/ or https:\/\//);
+  });
+});

@@ -1,0 +1,187 @@
+// The daemon's smaller parts in-process: the content cache (memory bound,
+// verified disk spill, corrupt files refetched), grants (TTL with an
+// injected clock, coalescing), the errno table and the adapter's EROFS
+// table, FUSE availability messages, and /proc/mounts parsing.
+
+import { mkdtemp, readdir, rm, writeFile, chmod } from 'node:fs/promises';
+import { constants as osConstants, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { ERROR_CODES, KnowledgeError } from '../src/core/errors.js';
+import { Tree } from '../src/core/tree.js';
+import { ContentCache, sha256Hex } from '../src/daemon/content-cache.js';
+import { ERRNO_FOR_CODE, ErrnoMapper } from '../src/daemon/errno.js';
+import { ContentFetcher } from '../src/daemon/fetcher.js';
+import { KnowledgeFilesystem } from '../src/daemon/filesystem.js';
+import { describeFuseProblems, fuseProblems, type FuseProbe } from '../src/daemon/fuse-check.js';
+import { buildOps, WRITE_OPS } from '../src/daemon/fuse-adapter.js';
+import { GrantCache } from '../src/daemon/grant-cache.js';
+import { parseMounts } from '../src/daemon/stale-mount.js';
+import { FakeControlClient } from './helpers/fake-control-client.js';
+
+const E = osConstants.errno;
+const dirs: string[] = [];
+afterEach(async () => {
+  for (const d of dirs.splice(0)) {
+    await chmod(d, 0o700).catch(() => undefined);
+    await rm(d, { recursive: true, force: true });
+  }
+});
+const tempDir = async () => {
+  const d = await mkdtemp(join(tmpdir(), 'kfs-cache-test-'));
+  dirs.push(d);
+  return d;
+};
+
+describe('ContentCache', () => {
+  it('keeps memory within --cache-size, evicting least recently used', () => {
+    const cache = new ContentCache({ maxBytes: 250 });
+    const bufs = [0, 1, 2].map((i) => Buffer.alloc(100, i));
+    bufs.forEach((b) => cache.put(sha256Hex(b), b));
+    expect(cache.stats().bytes).toBeLessThanOrEqual(250);
+    expect(cache.getMemory(sha256Hex(bufs[0]!))).toBeUndefined();
+    expect(cache.getMemory(sha256Hex(bufs[2]!))).toEqual(bufs[2]);
+  });
+
+  it('spills to --cache-dir and reads it back verified after a restart', async () => {
+    const dir = await tempDir();
+    const buf = Buffer.from('persisted bytes');
+    const first = new ContentCache({ maxBytes: 1000, dir });
+    first.put(sha256Hex(buf), buf);
+    await new Promise((r) => setTimeout(r, 100));
+    const second = new ContentCache({ maxBytes: 1000, dir });
+    expect(second.getMemory(sha256Hex(buf))).toBeUndefined();
+    expect(await second.get(sha256Hex(buf))).toEqual(buf);
+  });
+
+  it('a corrupt cache file is detected by hash, deleted, and the fetcher refetches', async () => {
+    const dir = await tempDir();
+    const client = new FakeControlClient();
+    client.put('account/a.md', 'the real bytes\n');
+    const tree = Tree.fromPlan(client.currentPlan(), undefined);
+    const node = tree.fileByScopePath('account/a.md')!;
+    const logs: string[] = [];
+    const cache = new ContentCache({ maxBytes: 0, dir, log: (l) => logs.push(l) });
+    await new ContentFetcher({ client, cache }).get(node);
+    await new Promise((r) => setTimeout(r, 100));
+    const file = cache.pathFor(node.sha256);
+    await writeFile(file, 'the fake bytes\n');
+    const fresh = new ContentCache({ maxBytes: 0, dir, log: (l) => logs.push(l) });
+    const got = await new ContentFetcher({ client, cache: fresh }).get(node);
+    expect(got.toString()).toBe('the real bytes\n');
+    expect(client.calls.file).toBe(2);
+    expect(logs.join('\n')).toContain('does not match its sha256');
+    await new Promise((r) => setTimeout(r, 100));
+    expect((await fresh.get(node.sha256))?.toString()).toBe('the real bytes\n');
+  });
+
+  it('an unwritable --cache-dir is logged once; the cache keeps working in memory', async () => {
+    const dir = await tempDir();
+    await chmod(dir, 0o500);
+    const logs: string[] = [];
+    const cache = new ContentCache({ maxBytes: 1000, dir: join(dir, 'sub', 'deeper'), log: (l) => logs.push(l) });
+    // root ignores mode bits: make the target a file so mkdir fails for everyone
+    await chmod(dir, 0o700);
+    await writeFile(join(dir, 'sub'), 'not a directory');
+    for (let i = 0; i < 3; i++) {
+      const b = Buffer.from(`b${i}`);
+      cache.put(sha256Hex(b), b);
+    }
+    await new Promise((r) => setTimeout(r, 100));
+    expect(logs.filter((l) => l.includes('cannot write to --cache-dir'))).toHaveLength(1);
+    expect(cache.getMemory(sha256Hex(Buffer.from('b2')))?.toString()).toBe('b2');
+    expect(await readdir(dir)).toEqual(['sub']);
+  });
+});
+
+describe('GrantCache', () => {
+  it('reuses a grant for the TTL measured from when it was asked; coalesces concurrent checks', async () => {
+    const clock = { now: 0 };
+    let calls = 0;
+    let release!: () => void;
+    const client = { grant: async () => { calls++; await new Promise<void>((r) => (release = r)); } };
+    const grants = new GrantCache(client, 1000, () => clock.now);
+    const checks = [grants.check('account'), grants.check('account')];
+    clock.now = 400; // the answer arrives late: still valid only until 0 + 1000
+    release();
+    await Promise.all(checks);
+    expect(calls).toBe(1);
+    clock.now = 999;
+    expect(grants.isFresh('account')).toBe(true);
+    clock.now = 1000;
+    expect(grants.isFresh('account')).toBe(false);
+  });
+
+  it('never caches a denial', async () => {
+    let allow = false;
+    const grants = new GrantCache({ grant: async () => { if (!allow) throw new KnowledgeError('not_found', 'no'); } }, 1000, () => 0);
+    await expect(grants.check('team_a')).rejects.toThrow('no');
+    allow = true;
+    await grants.check('team_a');
+    expect(grants.isFresh('team_a')).toBe(true);
+  });
+});
+
+describe('errno table and FUSE adapter', () => {
+  it('every error code has an errno; the ones that matter are the POSIX ones', () => {
+    for (const code of ERROR_CODES) expect(ERRNO_FOR_CODE[code]).toBeGreaterThan(0);
+    expect(ERRNO_FOR_CODE.not_found).toBe(E.ENOENT);
+    expect(ERRNO_FOR_CODE.read_only).toBe(E.EROFS);
+    expect(ERRNO_FOR_CODE.unavailable).toBe(E.EIO);
+    expect(ERRNO_FOR_CODE.integrity).toBe(E.EIO);
+  });
+
+  it('unknown errors are EIO, logged once per message', () => {
+    const logs: string[] = [];
+    const m = new ErrnoMapper((l) => logs.push(l));
+    expect(m.toErrno(new TypeError('x is undefined'))).toBe(E.EIO);
+    expect(m.toErrno(new TypeError('x is undefined'))).toBe(E.EIO);
+    expect(logs).toHaveLength(1);
+  });
+
+  it('every write-type operation answers -EROFS; reads answer through the core', async () => {
+    const client = new FakeControlClient();
+    client.put('account/a.md', 'abc');
+    const tree = Tree.fromPlan(client.currentPlan(), undefined);
+    const fs = new KnowledgeFilesystem({
+      tree: () => tree,
+      grants: new GrantCache(client, 1000),
+      fetcher: new ContentFetcher({ client, cache: new ContentCache({ maxBytes: 100 }) }),
+      requestTimeoutMs: 1000,
+    });
+    const ops = buildOps(fs, new ErrnoMapper(() => undefined));
+    expect(WRITE_OPS).toEqual(expect.arrayContaining(['write', 'create', 'unlink', 'rename', 'mkdir', 'rmdir', 'symlink', 'link', 'chmod', 'chown', 'truncate', 'utimens', 'setxattr']));
+    for (const name of WRITE_OPS) {
+      const op = ops[name] as (...args: unknown[]) => void;
+      const code = await new Promise<number>((resolve) => op('/account/a.md', 0, 0, 0, (c: number) => resolve(c)));
+      expect(code, name).toBe(-E.EROFS);
+    }
+    const missing = await new Promise<number>((resolve) => ops.getattr('/nope', (c) => resolve(c)));
+    expect(missing).toBe(-E.ENOENT);
+    const fd = await new Promise<number>((resolve, reject) => ops.open('/account/a.md', 0, (c, h) => (c === 0 ? resolve(h!) : reject(c))));
+    const buf = Buffer.alloc(10);
+    const n = await new Promise<number>((resolve) => ops.read('/account/a.md', fd, buf, 10, 0, resolve));
+    expect(buf.subarray(0, n).toString()).toBe('abc');
+  });
+});
+
+describe('FUSE availability', () => {
+  const ok: FuseProbe = { exists: () => true, readWritable: () => true, hasLibfuse2: () => true, findOnPath: () => '/bin/fusermount', uid: () => 1000 };
+
+  it('names each missing piece and how to fix it', () => {
+    expect(fuseProblems(ok)).toEqual([]);
+    const text = describeFuseProblems(fuseProblems({ ...ok, exists: () => false, hasLibfuse2: () => false, findOnPath: () => undefined }));
+    expect(text).toContain('/dev/fuse does not exist');
+    expect(text).toContain('--device /dev/fuse');
+    expect(text).toContain('apt-get install -y libfuse2');
+    expect(text).toContain('fusermount is not on PATH');
+    const perm = describeFuseProblems(fuseProblems({ ...ok, readWritable: () => false }));
+    expect(perm).toContain('no read/write permission on /dev/fuse for uid 1000');
+  });
+
+  it('parses /proc/mounts, octal escapes included', () => {
+    const entries = parseMounts('knowledgefs /tmp/a\\040b/knowledge fuse.knowledgefs rw 0 0\nproc /proc proc rw 0 0\n');
+    expect(entries[0]).toEqual({ source: 'knowledgefs', target: '/tmp/a b/knowledge', fstype: 'fuse.knowledgefs' });
+    expect(entries).toHaveLength(2);
+  });
+});
