@@ -6,7 +6,7 @@
 // and mount point checks. The token is never printed.
 
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -93,6 +93,21 @@ describe('machine checks (injected probes)', () => {
     writeFileSync(conf, 'user_allow_other\n');
     expect((await checkPermissions({ ...base, uid: 1000, fuseConf: conf })).status).toBe('ok');
     expect((await checkPermissions({ ...base, uid: 0, fuseConf: join(tmp, 'none') })).status).toBe('ok');
+  });
+
+  it('a non-root user is told whether it is in the group owning /dev/fuse', async () => {
+    const dev = join(tmp, 'group-dev');
+    writeFileSync(dev, '');
+    chmodSync(dev, 0o660);
+    const gid = statSync(dev).gid;
+    const conf = join(tmp, 'none.conf');
+    const inGroup = await checkPermissions({ ...base, uid: 1000, groups: [gid], devFuse: dev, fuseConf: conf });
+    expect(inGroup.detail).toContain(`member of group ${gid}, which owns ${dev}`);
+    const outside = await checkPermissions({ ...base, uid: 1000, groups: [gid + 1], devFuse: dev, fuseConf: conf });
+    expect(outside.detail).toContain(`not in group ${gid}, which owns ${dev}`);
+    chmodSync(dev, 0o666);
+    const open = await checkPermissions({ ...base, uid: 1000, groups: [], devFuse: dev, fuseConf: conf });
+    expect(open.detail).toContain('is open to everyone (mode 0666)');
   });
 
   it('a FAIL anywhere makes runDoctor report failure, and the output says how many', async () => {

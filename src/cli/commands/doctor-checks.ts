@@ -30,6 +30,8 @@ export interface Probes {
   readonly pathEnv: string | undefined;
   readonly fuseConf: string;
   readonly uid: number;
+  /** Supplementary and primary group ids of this process. */
+  readonly groups: readonly number[];
 }
 
 export function systemProbes(env: NodeJS.ProcessEnv): Probes {
@@ -55,6 +57,7 @@ export function systemProbes(env: NodeJS.ProcessEnv): Probes {
     pathEnv: env.PATH,
     fuseConf: '/etc/fuse.conf',
     uid: process.getuid?.() ?? -1,
+    groups: [...new Set([...(process.getgroups?.() ?? []), process.getgid?.() ?? -1])],
   };
 }
 
@@ -137,18 +140,31 @@ export async function checkFusermount(p: Probes): Promise<CheckResult> {
   return { name, status: 'ok', detail: path };
 }
 
+/** Which group owns /dev/fuse and whether this user is in it: the usual way a non-root user gets the device. */
+async function fuseGroupNote(p: Probes): Promise<string> {
+  const st = await stat(p.devFuse).catch(() => undefined);
+  if (st === undefined) return '';
+  const mode = st.mode & 0o777;
+  if ((mode & 0o006) === 0o006) return `; ${p.devFuse} is open to everyone (mode ${mode.toString(8).padStart(4, '0')})`;
+  const inGroup = p.groups.includes(st.gid);
+  return inGroup
+    ? `; member of group ${st.gid}, which owns ${p.devFuse}`
+    : `; not in group ${st.gid}, which owns ${p.devFuse} (add the user to it, e.g. usermod -aG fuse USER, if the device is group-only)`;
+}
+
 export async function checkPermissions(p: Probes): Promise<CheckResult> {
   const name = 'permissions';
   if (p.uid === 0) return { name, status: 'ok', detail: 'running as root (can mount, and may use --allow-other)' };
+  const group = await fuseGroupNote(p);
   const conf = await readFile(p.fuseConf, 'utf8').catch(() => '');
   const allowOther = conf.split('\n').some((l) => l.trim() === 'user_allow_other');
   if (allowOther) {
-    return { name, status: 'ok', detail: `running as uid ${p.uid}; user_allow_other is set in ${p.fuseConf}, so --allow-other works` };
+    return { name, status: 'ok', detail: `running as uid ${p.uid}${group}; user_allow_other is set in ${p.fuseConf}, so --allow-other works` };
   }
   return {
     name,
     status: 'note',
-    detail: `running as uid ${p.uid}: mounting works through setuid fusermount, but --allow-other (an agent running as another user) needs user_allow_other in ${p.fuseConf}`,
+    detail: `running as uid ${p.uid}${group}; mounting works through setuid fusermount, but --allow-other (an agent running as another user) needs user_allow_other in ${p.fuseConf}`,
     fix: `as root: echo user_allow_other >> ${p.fuseConf}`,
   };
 }
