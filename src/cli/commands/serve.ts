@@ -76,7 +76,7 @@ export function registerServe(program: Command, ctx: CliContext, result: Command
     .option('--membership-url <url>', 'external membership service: GET <url>/users/<user>/teams (default: directory.json)')
     .option('--membership-timeout <duration>', 'timeout of one membership request', optionParser(parseDuration), DEFAULTS.membershipTimeoutMs)
     .option('--audit-log <file>', 'audit log, one JSON line per decision (default DATA/.knowledgefs/audit.log)')
-    .option('--scan-interval <duration>', 'pause between rescans of the data directory (at least twice the last scan'\''s duration)', optionParser(parseDuration), DEFAULTS.scanIntervalMs)
+    .option('--scan-interval <duration>', "pause between rescans of the data directory (at least twice the last scan's duration)", optionParser(parseDuration), DEFAULTS.scanIntervalMs)
     .option('--max-file-size <size>', 'files larger than this are skipped with a log line', optionParser(parseSize), DEFAULTS.maxFileSize)
     .addHelpText(
       'after',
