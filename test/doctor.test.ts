@@ -105,6 +105,9 @@ describe('machine checks (injected probes)', () => {
     expect(inGroup.detail).toContain(`member of group ${gid}, which owns ${dev}`);
     const outside = await checkPermissions({ ...base, uid: 1000, groups: [gid + 1], devFuse: dev, fuseConf: conf });
     expect(outside.detail).toContain(`not in group ${gid}, which owns ${dev}`);
+    chmodSync(dev, 0o600);
+    const ownerOnly = await checkPermissions({ ...base, uid: 1000, groups: [gid], devFuse: dev, fuseConf: conf });
+    expect(ownerOnly.detail).toContain(`${dev} is mode 0600: only its owner`);
     chmodSync(dev, 0o666);
     const open = await checkPermissions({ ...base, uid: 1000, groups: [], devFuse: dev, fuseConf: conf });
     expect(open.detail).toContain('is open to everyone (mode 0666)');

@@ -145,7 +145,9 @@ async function fuseGroupNote(p: Probes): Promise<string> {
   const st = await stat(p.devFuse).catch(() => undefined);
   if (st === undefined) return '';
   const mode = st.mode & 0o777;
-  if ((mode & 0o006) === 0o006) return `; ${p.devFuse} is open to everyone (mode ${mode.toString(8).padStart(4, '0')})`;
+  const octal = mode.toString(8).padStart(4, '0');
+  if ((mode & 0o006) === 0o006) return `; ${p.devFuse} is open to everyone (mode ${octal})`;
+  if ((mode & 0o060) !== 0o060) return `; ${p.devFuse} is mode ${octal}: only its owner (uid ${st.uid}) can open it`;
   const inGroup = p.groups.includes(st.gid);
   return inGroup
     ? `; member of group ${st.gid}, which owns ${p.devFuse}`
