@@ -166,7 +166,7 @@ export async function checkPermissions(p: Probes): Promise<CheckResult> {
   return {
     name,
     status: 'note',
-    detail: `running as uid ${p.uid}${group}; mounting works through setuid fusermount, but --allow-other (an agent running as another user) needs user_allow_other in ${p.fuseConf}`,
+    detail: `running as uid ${p.uid}${group}; mounts go through setuid fusermount; --allow-other (an agent running as another user) needs user_allow_other in ${p.fuseConf}`,
     fix: `as root: echo user_allow_other >> ${p.fuseConf}`,
   };
 }
