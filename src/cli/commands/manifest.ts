@@ -46,6 +46,13 @@ export function registerManifest(program: Command, ctx: CliContext, result: Comm
     .description('Print the session\'s manifest: browsing guidance and the DUTY.md of each advertised and mounted scope.')
     .option('--socket <path>', 'the mount daemon\'s control socket (default: $KNOWLEDGEFS_SOCKET or the standard path)')
     .option('--json', 'print {"ok": true, text, sha256}')
+    .addHelpText(
+      'after',
+      `
+Examples:
+  knowledgefs manifest
+  knowledgefs manifest --json        # key a prompt cache on .sha256`,
+    )
     .action(async (opts: SocketOptions) => {
       await run(ctx, result, opts, (c) => c.manifest(), (m) => ({ ok: true, text: m.text, sha256: m.sha256 }));
     });
@@ -57,6 +64,13 @@ export function registerReminder(program: Command, ctx: CliContext, result: Comm
     .description('Print today\'s date and the files read earlier that changed or vanished since (each reported once).')
     .option('--socket <path>', 'the mount daemon\'s control socket (default: $KNOWLEDGEFS_SOCKET or the standard path)')
     .option('--json', 'print {"ok": true, text, date, changed, deleted}')
+    .addHelpText(
+      'after',
+      `
+Examples:
+  knowledgefs reminder
+  knowledgefs reminder --socket /run/knowledgefs/control.sock --json`,
+    )
     .action(async (opts: SocketOptions) => {
       await run(ctx, result, opts, (c) => c.reminder(), (r) => ({ ok: true, text: r.text, date: r.date, changed: r.changed, deleted: r.deleted }));
     });

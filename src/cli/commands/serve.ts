@@ -8,7 +8,7 @@
 
 import type { Command } from 'commander';
 import { randomBytes } from 'node:crypto';
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { KnowledgeError } from '../../core/errors.js';
 import { parseDuration, parseSize } from '../../core/units.js';
@@ -91,6 +91,10 @@ Examples:
       const stopping = ctx.stopSignal();
       const dataDir = resolve(ctx.cwd, flags.data);
       const { host, port } = parseListen(flags.listen);
+      // A mistyped --data must not get a generated admin token (and directories) created under it.
+      if (!(await stat(dataDir).then((s) => s.isDirectory(), () => false))) {
+        throw new KnowledgeError('config', `--data ${dataDir}: not a directory (it needs directory.json, account/ and teams/<id>/)`);
+      }
       const adminToken = await resolveAdminToken(flags, dataDir, ctx);
       const log = (line: string) => ctx.stderr.write(`${line}\n`);
       const cp = await serveControlPlane({
