@@ -82,7 +82,7 @@ export function registerServe(program: Command, ctx: CliContext, result: Command
       'after',
       `
 Examples:
-  knowledgefs serve --data ./examples/data
+  knowledgefs serve --data ./examples/knowledge-base
   knowledgefs serve --data /srv/knowledge --listen 0.0.0.0:7420 --admin-token-file /run/secrets/kfs-admin
   knowledgefs serve --data /srv/knowledge --membership-url http://people.internal:8080 --membership-timeout 1s`,
     )
