@@ -237,7 +237,7 @@ describe('knowledgefs doctor against a real control plane', () => {
       daemon.kill('SIGKILL');
       await exited;
       const stale = await doctor(['--mountpoint', mp, '--socket', sockPath]);
-      expect(stale.code).toBe(1);
+      expect(stale.code, stale.stdout).toBe(1);
       expect(line(stale.stdout, 'mount point')).toBe(
         `FAIL  mount point    ${mp} is a stale mount (transport endpoint is not connected: its daemon is gone) — fix: fusermount -uz ${mp} (then start \`knowledgefs mount\` again)`,
       );
