@@ -185,3 +185,22 @@ describe('FUSE availability', () => {
     expect(entries).toHaveLength(2);
   });
 });
+
+describe('plan path check fast path', () => {
+  it('agrees with packPathProblem on arbitrary paths', async () => {
+    const fc = (await import('fast-check')).default;
+    const { pathOk } = await import('../src/daemon/wire-check.js');
+    const { packPathProblem } = await import('../src/core/paths.js');
+    const segment = fc.oneof(
+      fc.constantFrom('.', '..', '', 'a', '.hidden', 'a b', 'x'.repeat(256), 'é', 'a\\b', 'a\u0000b', '\ud800'),
+      fc.string({ minLength: 0, maxLength: 12 }),
+    );
+    fc.assert(
+      fc.property(fc.array(segment, { minLength: 1, maxLength: 5 }), fc.boolean(), (segs, lead) => {
+        const p = (lead ? '/' : '') + segs.join('/');
+        return pathOk(p) === (packPathProblem(p) === null);
+      }),
+      { numRuns: 2000 },
+    );
+  });
+});

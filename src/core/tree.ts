@@ -92,7 +92,6 @@ class FileEntry implements FileNode, NodeStat {
   constructor(
     readonly path: string,
     readonly scope: ScopeName,
-    readonly scopePath: string,
     readonly sha256: string,
     readonly size: number,
     readonly mtimeMs: number,
@@ -103,6 +102,10 @@ class FileEntry implements FileNode, NodeStat {
   ) {}
   get kind(): 'file' {
     return 'file';
+  }
+  /** Derived, not stored: `/scope/` is always the prefix of `path`. */
+  get scopePath(): string {
+    return this.path.slice(this.scope.length + 2);
   }
   get stat(): NodeStat {
     return this;
@@ -283,7 +286,8 @@ export class Tree {
       const scopeDir = `/${snapshot.scope}`;
       ensureDir(scopeDir, snapshot.scope);
       for (const file of snapshot.files) {
-        const path = `${scopeDir}/${file.path}`;
+        // join builds a flat string (a template literal keeps a cons string plus its flattened copy).
+        const path = [scopeDir, file.path].join('/');
         if (nodes.has(path) || dirs.has(path)) continue; // a name both file and dir: first wins
         const slash = path.lastIndexOf('/');
         const dirPath = path.slice(0, slash);
@@ -301,7 +305,7 @@ export class Tree {
           continue;
         }
         const { mtimeMs, history } = reportedVersion(file, prev, prev === undefined ? (previous?.removed.get(path) ?? NO_HISTORY) : NO_HISTORY);
-        nodes.set(path, new FileEntry(path, snapshot.scope, file.path, file.sha256, file.size, mtimeMs, file.mtimeMs, history, uid, gid));
+        nodes.set(path, new FileEntry(path, snapshot.scope, file.sha256, file.size, mtimeMs, file.mtimeMs, history, uid, gid));
         dir.names.push(path.slice(slash + 1));
         fileCount++;
         totalBytes += file.size;

@@ -211,20 +211,28 @@ export async function runMountDaemon(opts: MountOptions, io: MountDaemonIo, stop
   if (cleaned !== undefined) io.log(cleaned);
   await mkdir(mountpoint, { recursive: true });
 
+  const t0 = performance.now();
   const client = io.client ?? new HttpControlClient({ serverUrl: opts.serverUrl, token: opts.token, requestTimeoutMs: opts.requestTimeoutMs });
-  let plan: Plan;
-  try {
-    await client.session();
-    const first = await client.plan({ threshold: opts.prefetchThreshold });
-    if (first === null) throw new KnowledgeError('unavailable', 'control plane answered 304 to a plan request without a version');
-    plan = first;
-  } catch (err) {
-    await client.close();
-    throw startupError(err, opts.serverUrl);
-  }
-  io.log(`knowledgefs mount: ${describeMountOptions(effective)}`);
-  const daemon = new MountDaemon(effective, io, plan, client);
-  await daemon.start();
+  const daemon = await (async () => {
+    // The first plan stays inside this function: only the tree built from it outlives start-up.
+    let plan: Plan | null;
+    try {
+      await client.session();
+      plan = await client.plan({ threshold: opts.prefetchThreshold });
+      if (plan === null) throw new KnowledgeError('unavailable', 'control plane answered 304 to a plan request without a version');
+    } catch (err) {
+      await client.close();
+      throw startupError(err, opts.serverUrl);
+    }
+    io.log(`knowledgefs mount: ${describeMountOptions(effective)}`);
+    const t1 = performance.now();
+    const built = new MountDaemon(effective, io, plan, client);
+    const t2 = performance.now();
+    await built.start();
+    const t3 = performance.now();
+    io.log(`ready in ${Math.round(t3 - t0)} ms (session + plan ${Math.round(t1 - t0)} ms, tree ${Math.round(t2 - t1)} ms, mount ${Math.round(t3 - t2)} ms)`);
+    return built;
+  })();
   await stop;
   await daemon.stop();
 }
