@@ -32,6 +32,23 @@ const COMMANDS: Record<string, () => Promise<Register>> = {
   doctor: async () => (await import('./commands/doctor.js')).registerDoctor,
 };
 
+const TOP_LEVEL_EXAMPLES = `
+Examples:
+  # control plane over a data directory (account/, teams/<id>/, directory.json)
+  knowledgefs serve --data /srv/knowledge --listen 127.0.0.1:7420
+  # a session for one agent run; prints {sessionId, token}
+  knowledgefs session create --server http://127.0.0.1:7420 --admin-token-file admin.token \\
+      --kind personal --creator alice --team payments
+  # at runner start: mount knowledge/ for that session
+  KNOWLEDGEFS_TOKEN=kfs_... knowledgefs mount /workspace/knowledge --server http://127.0.0.1:7420
+  # from the agent harness
+  knowledgefs read knowledge/team_search/DUTY.md
+  knowledgefs manifest --json
+  knowledgefs doctor --server http://127.0.0.1:7420 --token-file runner.token
+
+Exit codes: 0 ok, 1 no such file, 2 usage, 3 denied (with guidance), 4 unavailable, 5 other failure.
+`;
+
 /** The command named on the command line (also `help <command>`), if it is one of ours. */
 function requestedCommand(args: readonly string[]): string | undefined {
   const [first, second] = args;
@@ -52,6 +69,7 @@ export async function buildProgram(
       writeOut: (s) => ctx.stdout.write(s),
       writeErr: (s) => ctx.stderr.write(s),
     })
+    .addHelpText('after', TOP_LEVEL_EXAMPLES)
     .exitOverride();
   const names = only === undefined ? Object.keys(COMMANDS) : [only];
   const registers = await Promise.all(names.map((name) => (COMMANDS[name] as () => Promise<Register>)()));
