@@ -68,10 +68,9 @@ function harness(opts: { grantTtlMs?: number; requestTimeoutMs?: number; cacheBy
   return h;
 }
 
-async function codeOf(p: Promise<unknown> | (() => unknown)): Promise<ErrorCode | number | 'ok'> {
+async function codeOf(p: () => unknown): Promise<ErrorCode | number | 'ok'> {
   try {
-    if (typeof p === 'function') p();
-    else await p;
+    await p();
     return 'ok';
   } catch (err) {
     if (err instanceof KnowledgeError) return err.code;
@@ -118,15 +117,15 @@ describe('open', () => {
   it('write intent is EROFS before anything else', async () => {
     const h = harness();
     for (const flag of [constants.O_WRONLY, constants.O_RDWR, constants.O_RDONLY | constants.O_TRUNC, constants.O_RDONLY | constants.O_APPEND, constants.O_CREAT]) {
-      expect(await codeOf(h.fs.open('/account/DUTY.md', flag))).toBe('read_only');
+      expect(await codeOf(() => h.fs.open('/account/DUTY.md', flag))).toBe('read_only');
     }
     expect(h.client.calls.file).toBe(0);
   });
 
   it('not in the tree is ENOENT without asking the control plane; a directory is EISDIR', async () => {
     const h = harness();
-    expect(await codeOf(h.fs.open('/team_y/DUTY.md', 0))).toBe('not_found');
-    expect(await codeOf(h.fs.open('/account', 0))).toBe(osConstants.errno.EISDIR);
+    expect(await codeOf(() => h.fs.open('/team_y/DUTY.md', 0))).toBe('not_found');
+    expect(await codeOf(() => h.fs.open('/account', 0))).toBe(osConstants.errno.EISDIR);
     expect(h.client.calls).toMatchObject({ grant: 0, file: 0 });
   });
 
@@ -170,7 +169,7 @@ describe('open', () => {
   it('bytes that do not match the plan sha256 → integrity (EIO), never served, never cached', async () => {
     const h = harness();
     h.client.fileFault = 'flip';
-    expect(await codeOf(h.fs.open('/account/DUTY.md', 0))).toBe('integrity');
+    expect(await codeOf(() => h.fs.open('/account/DUTY.md', 0))).toBe('integrity');
     expect(h.fetcher.isCached(h.tree().fileByScopePath('account/DUTY.md')!.sha256)).toBe(false);
     h.client.fileFault = 'none';
     const fd = await h.fs.open('/account/DUTY.md', 0);
@@ -180,16 +179,16 @@ describe('open', () => {
   it('a file changed on the control plane after the plan → EIO and a sync is requested; never the new bytes under the old size', async () => {
     const h = harness();
     h.client.put('account/runbooks/a.md', 'same!\n'); // same size
-    expect(await codeOf(h.fs.open('/account/runbooks/a.md', 0))).toBe('unavailable');
+    expect(await codeOf(() => h.fs.open('/account/runbooks/a.md', 0))).toBe('unavailable');
     h.client.put('account/DUTY.md', 'a longer account duty\n'); // grew: refused before the body is read in full
-    expect(await codeOf(h.fs.open('/account/DUTY.md', 0))).toBe('integrity');
+    expect(await codeOf(() => h.fs.open('/account/DUTY.md', 0))).toBe('integrity');
     expect(h.stale).toEqual(['account/runbooks/a.md', 'account/DUTY.md']);
   });
 
   it('denied (403) → ENOENT and the scope leaves the tree at once', async () => {
     const h = harness();
     h.client.refused.set('team_x', 'denied');
-    expect(await codeOf(h.fs.open('/team_x/notes.md', 0))).toBe('not_found');
+    expect(await codeOf(() => h.fs.open('/team_x/notes.md', 0))).toBe('not_found');
     expect(h.denied).toEqual(['team_x']);
     expect(h.fs.readdir('/')).toEqual(['account']);
     expect(await codeOf(() => h.fs.getattr('/team_x/notes.md'))).toBe('not_found');
@@ -198,14 +197,14 @@ describe('open', () => {
   it('a personal session\'s hidden denial (404 on the grant) also removes the scope', async () => {
     const h = harness();
     h.client.refused.set('team_x', 'hidden');
-    expect(await codeOf(h.fs.open('/team_x/DUTY.md', 0))).toBe('not_found');
+    expect(await codeOf(() => h.fs.open('/team_x/DUTY.md', 0))).toBe('not_found');
     expect(h.denied).toEqual(['team_x']);
   });
 
   it('a file gone on the control plane (scope still granted) → ENOENT and a sync request, scope kept', async () => {
     const h = harness();
     h.client.remove('account/runbooks/a.md');
-    expect(await codeOf(h.fs.open('/account/runbooks/a.md', 0))).toBe('not_found');
+    expect(await codeOf(() => h.fs.open('/account/runbooks/a.md', 0))).toBe('not_found');
     expect(h.missing).toEqual(['/account/runbooks/a.md']);
     expect(h.denied).toEqual([]);
   });
@@ -213,10 +212,10 @@ describe('open', () => {
   it('control plane down → unavailable (EIO); a hang → unavailable within the request timeout', async () => {
     const h = harness({ requestTimeoutMs: 150 });
     h.client.fault = 'unavailable';
-    expect(await codeOf(h.fs.open('/account/DUTY.md', 0))).toBe('unavailable');
+    expect(await codeOf(() => h.fs.open('/account/DUTY.md', 0))).toBe('unavailable');
     h.client.fault = 'hang';
     const started = Date.now();
-    expect(await codeOf(h.fs.open('/account/runbooks/a.md', 0))).toBe('unavailable');
+    expect(await codeOf(() => h.fs.open('/account/runbooks/a.md', 0))).toBe('unavailable');
     expect(Date.now() - started).toBeLessThan(5000); // generous: proves "no hang", not speed
   });
 });
@@ -234,7 +233,17 @@ describe('grants', () => {
     // Revoked after caching: the next grant check refuses the cached bytes.
     h.clock.now += 5000;
     h.client.refused.set('account', 'hidden');
-    expect(await codeOf(h.fs.open('/account/DUTY.md', 0))).toBe('not_found');
+    expect(await codeOf(() => h.fs.open('/account/DUTY.md', 0))).toBe('not_found');
+  });
+
+  it('warm opens (fresh grant, bytes in memory) answer synchronously: no promise, no timer', async () => {
+    const h = harness({ grantTtlMs: 5000 });
+    const first = h.fs.open('/account/DUTY.md', 0);
+    expect(first).toBeInstanceOf(Promise);
+    h.fs.release(await first);
+    const warm = h.fs.open('/account/DUTY.md', 0);
+    expect(typeof warm).toBe('number');
+    expect(readAll(h.fs, warm as number, 10)).toBe('# Account\n');
   });
 
   it('--grant-ttl 0 asks on every open', async () => {

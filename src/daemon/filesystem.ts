@@ -101,12 +101,25 @@ export class KnowledgeFilesystem {
     };
   }
 
-  async open(path: string, flags: number): Promise<number> {
+  /**
+   * Opens `path` for reading. Synchronous (a number) when the scope's grant is
+   * fresh and the bytes are in memory, the warm `grep -r` case: no promise, no
+   * timer. Otherwise a promise bounded by --request-timeout. Invalid opens
+   * throw synchronously.
+   */
+  open(path: string, flags: number): number | Promise<number> {
     if ((flags & WRITE_FLAGS) !== 0) throw new KnowledgeError('read_only', 'read-only file system');
     const node = this.deps.tree().get(path);
     if (node === undefined) throw new KnowledgeError('not_found', `no such file: ${path}`);
     if (node.kind !== 'file') throw new ErrnoError(EISDIR, `is a directory: ${path}`);
-    const buf = await this.withDeadline(this.authoriseAndLoad(node));
+    if (this.deps.grants.isFresh(node.scope)) {
+      const cached = this.deps.fetcher.cached(node.sha256);
+      if (cached !== undefined) return this.pin(cached);
+    }
+    return this.withDeadline(this.authoriseAndLoad(node)).then((buf) => this.pin(buf));
+  }
+
+  private pin(buf: Buffer): number {
     const fd = this.allocateHandle();
     this.handles.set(fd, buf);
     return fd;

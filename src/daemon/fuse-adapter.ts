@@ -129,7 +129,18 @@ export function buildOps(fs: KnowledgeFilesystem, errors: ErrnoMapper): FuseOps 
       cb(0, fs.statfs());
     },
     open(path, flags, cb) {
-      fs.open(path, flags).then(
+      let opened: number | Promise<number>;
+      try {
+        opened = fs.open(path, flags);
+      } catch (err) {
+        cb(fail(err));
+        return;
+      }
+      if (typeof opened === 'number') {
+        cb(0, opened);
+        return;
+      }
+      opened.then(
         (fd) => cb(0, fd),
         (err: unknown) => cb(fail(err)),
       );
