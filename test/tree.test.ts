@@ -44,10 +44,10 @@ describe('Tree.fromPlan', () => {
   it('files are 0444 with the plan size and mtime; directories 0555 with their newest descendant mtime', () => {
     const f = tree.get('/team_b/runbooks/x.md') as FileNode;
     expect(f.kind).toBe('file');
-    expect(f.stat).toMatchObject({ mode: FILE_MODE, size: 30, mtime: 2_000_000, uid: 1000, gid: 1000, nlink: 1, blocks: 1 });
+    expect(f.stat).toMatchObject({ mode: FILE_MODE, size: 30, mtime: 2_000_000, atime: 2_000_000, ctime: 2_000_000, uid: 1000, gid: 1000, nlink: 1, blocks: 1 });
     expect(f.scope).toBe('team_b');
     expect(f.scopePath).toBe('runbooks/x.md');
-    expect(tree.get('/account/a')?.stat).toMatchObject({ mode: DIR_MODE, mtime: 3_000_000 });
+    expect(tree.get('/account/a')?.stat).toMatchObject({ mode: DIR_MODE, mtime: 3_000_000, size: 4096 });
     expect(tree.get('/')?.stat.mtime).toBe(3_000_000);
     expect((tree.get('/account/a/b') as { stat: { nlink: number } }).stat.nlink).toBe(3);
   });
