@@ -3,7 +3,7 @@
 // injected clock, coalescing), the errno table and the adapter's EROFS
 // table, FUSE availability messages, and /proc/mounts parsing.
 
-import { mkdtemp, readdir, rm, writeFile, chmod } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { constants as osConstants, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -73,6 +73,32 @@ describe('ContentCache', () => {
     expect(logs.join('\n')).toContain('does not match its sha256');
     await new Promise((r) => setTimeout(r, 100));
     expect((await fresh.get(node.sha256))?.toString()).toBe('the real bytes\n');
+  });
+
+  it('the disk side is bounded by --cache-dir-size: least recently used files are deleted; files of earlier runs count', async () => {
+    const dir = await tempDir();
+    const bufs = [0, 1, 2, 3].map((i) => Buffer.alloc(100, i));
+    const first = new ContentCache({ maxBytes: 0, dir, dirMaxBytes: 250 });
+    first.put(sha256Hex(bufs[0]!), bufs[0]!);
+    first.put(sha256Hex(bufs[1]!), bufs[1]!);
+    await new Promise((r) => setTimeout(r, 100));
+    first.put(sha256Hex(bufs[2]!), bufs[2]!); // evicts bufs[0] from disk
+    await new Promise((r) => setTimeout(r, 100));
+    expect(first.stats().diskBytes).toBeLessThanOrEqual(250);
+    expect(await first.get(sha256Hex(bufs[0]!))).toBeUndefined();
+    expect(await first.get(sha256Hex(bufs[2]!))).toEqual(bufs[2]);
+    // A new run indexes what is there before adding more.
+    await mkdir(join(dir, 'ab'), { recursive: true });
+    await writeFile(join(dir, 'ab', 'leftover.tmp'), 'partial');
+    const second = new ContentCache({ maxBytes: 0, dir, dirMaxBytes: 250 });
+    await second.scanned;
+    expect(second.stats().diskEntries).toBe(2);
+    expect(await readdir(join(dir, 'ab'))).toEqual([]); // a crashed write's temp file is removed
+    second.put(sha256Hex(bufs[3]!), bufs[3]!);
+    await new Promise((r) => setTimeout(r, 100));
+    expect(second.stats().diskEntries).toBe(2);
+    const onDisk = (await readdir(dir, { recursive: true })).filter((n) => /[0-9a-f]{64}$/.test(n));
+    expect(onDisk).toHaveLength(2);
   });
 
   it('an unwritable --cache-dir is logged once; the cache keeps working in memory', async () => {

@@ -6,10 +6,12 @@
 // sha256 and checked against it when read back; a corrupt or truncated file
 // is deleted and reported as a miss, so the caller refetches. Disk write
 // failures (full disk, permissions) are logged once and the cache carries on
-// in memory only.
+// in memory only. The disk side is bounded too (--cache-dir-size): an LRU
+// index of the files, filled from a scan of the directory at start (files of
+// earlier runs count) and from writes; evicted files are deleted.
 
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdir, readFile, rename, unlink, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rename, stat, unlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { LRUCache } from 'lru-cache';
 
@@ -18,8 +20,13 @@ export interface ContentCacheOptions {
   readonly maxBytes: number;
   /** Spill directory (--cache-dir); none = memory only. */
   readonly dir?: string | undefined;
+  /** Disk bound in bytes (--cache-dir-size, default 1 GiB). */
+  readonly dirMaxBytes?: number;
   readonly log?: (line: string) => void;
 }
+
+export const DEFAULT_CACHE_DIR_SIZE = 1024 ** 3;
+const SHA256_NAME = /^[0-9a-f]{64}$/;
 
 export function sha256Hex(buf: Buffer): string {
   return createHash('sha256').update(buf).digest('hex');
@@ -29,14 +36,24 @@ export class ContentCache {
   private readonly memory: LRUCache<string, Buffer> | undefined;
   private readonly dir: string | undefined;
   private readonly log: (line: string) => void;
-  /** sha256s known to be on disk (written or verified this run). */
-  private readonly onDisk = new Set<string>();
+  /** sha256 → size of the files on disk, least recently used first out (and deleted). */
+  private readonly onDisk: LRUCache<string, number>;
+  /** Resolves when the start-up scan of --cache-dir has indexed what is there. */
+  readonly scanned: Promise<void>;
   private diskBroken = false;
   private memoryBytes = 0;
 
   constructor(opts: ContentCacheOptions) {
     this.dir = opts.dir;
     this.log = opts.log ?? (() => undefined);
+    this.onDisk = new LRUCache<string, number>({
+      maxSize: Math.max(1, opts.dirMaxBytes ?? DEFAULT_CACHE_DIR_SIZE),
+      sizeCalculation: (size) => Math.max(1, size),
+      dispose: (_size, sha256, reason) => {
+        if (reason === 'evict') void unlink(this.pathFor(sha256)).catch(() => undefined);
+      },
+    });
+    this.scanned = this.dir === undefined ? Promise.resolve() : this.scan(this.dir);
     if (opts.maxBytes > 0) {
       this.memory = new LRUCache<string, Buffer>({
         maxSize: opts.maxBytes,
@@ -76,7 +93,7 @@ export class ContentCache {
       await unlink(file).catch(() => undefined);
       return undefined;
     }
-    this.onDisk.add(sha256);
+    this.onDisk.set(sha256, buf.length);
     this.remember(sha256, buf);
     return buf;
   }
@@ -85,13 +102,42 @@ export class ContentCache {
   put(sha256: string, buf: Buffer): void {
     this.remember(sha256, buf);
     if (this.dir !== undefined && !this.diskBroken && !this.onDisk.has(sha256)) {
-      this.onDisk.add(sha256);
-      void this.writeDisk(sha256, buf);
+      this.onDisk.set(sha256, buf.length);
+      if (this.onDisk.has(sha256)) void this.writeDisk(sha256, buf); // larger than the whole disk bound: not kept
     }
   }
 
-  stats(): { entries: number; bytes: number } {
-    return { entries: this.memory?.size ?? 0, bytes: this.memoryBytes };
+  stats(): { entries: number; bytes: number; diskEntries: number; diskBytes: number } {
+    return { entries: this.memory?.size ?? 0, bytes: this.memoryBytes, diskEntries: this.onDisk.size, diskBytes: this.onDisk.calculatedSize };
+  }
+
+  /** Indexes files left by earlier runs (so the bound counts them) and removes stray temp files. */
+  private async scan(dir: string): Promise<void> {
+    let subdirs: string[];
+    try {
+      subdirs = await readdir(dir);
+    } catch {
+      return; // created on first write
+    }
+    for (const sub of subdirs) {
+      if (!/^[0-9a-f]{2}$/.test(sub)) continue;
+      let names: string[];
+      try {
+        names = await readdir(join(dir, sub));
+      } catch {
+        continue;
+      }
+      for (const name of names) {
+        const file = join(dir, sub, name);
+        if (name.endsWith('.tmp')) {
+          await unlink(file).catch(() => undefined);
+          continue;
+        }
+        if (!SHA256_NAME.test(name) || this.onDisk.has(name)) continue;
+        const st = await stat(file).catch(() => undefined);
+        if (st?.isFile()) this.onDisk.set(name, st.size, { noUpdateTTL: true });
+      }
+    }
   }
 
   pathFor(sha256: string): string {

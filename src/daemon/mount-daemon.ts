@@ -62,7 +62,7 @@ export class MountDaemon {
     this.client = client;
     this.treeOpts = { uid: process.getuid?.() ?? 0, gid: process.getgid?.() ?? 0, emptyDirMtimeMs: Date.now() };
     this.tree = Tree.fromPlan(firstPlan, undefined, this.treeOpts);
-    this.cache = new ContentCache({ maxBytes: opts.cacheSize, dir: opts.cacheDir, log: io.log });
+    this.cache = new ContentCache({ maxBytes: opts.cacheSize, dir: opts.cacheDir, dirMaxBytes: opts.cacheDirSize ?? MOUNT_DEFAULTS.cacheDirSize, log: io.log });
     this.fetcher = new ContentFetcher({ client, cache: this.cache, log: io.log, onStale: () => this.requestSync() });
     this.grants = new GrantCache(client, opts.grantTtlMs);
     this.fs = new KnowledgeFilesystem({

@@ -23,6 +23,8 @@ export interface MountOptions {
   readonly prefetchContent: boolean;
   /** --cache-dir (default none): content-addressed spill of fetched bytes, verified when read back; survives restarts. */
   readonly cacheDir?: string | undefined;
+  /** --cache-dir-size (default 1 GiB): bound of --cache-dir; least recently used files are deleted past it. */
+  readonly cacheDirSize?: number;
   /** --cache-size (default 256 MiB): memory bound of the content cache. 0 = no memory cache (every open refetches unless --cache-dir). */
   readonly cacheSize: number;
   /**
@@ -53,6 +55,7 @@ export const MOUNT_DEFAULTS = {
   prefetchThreshold: 256 * 1024 * 1024,
   prefetchContent: true,
   cacheSize: 256 * 1024 * 1024,
+  cacheDirSize: 1024 ** 3,
   grantTtlMs: 5000,
   syncIntervalMs: 2000,
   requestTimeoutMs: 5000,
@@ -79,7 +82,7 @@ export function describeMountOptions(o: MountOptions): string {
     `prefetch-threshold ${formatBytes(o.prefetchThreshold)}`,
     `prefetch-content ${o.prefetchContent ? 'on' : 'off'}`,
     `cache-size ${formatBytes(o.cacheSize)}`,
-    `cache-dir ${o.cacheDir ?? '(none)'}`,
+    `cache-dir ${o.cacheDir === undefined ? '(none)' : `${o.cacheDir} (≤ ${formatBytes(o.cacheDirSize ?? MOUNT_DEFAULTS.cacheDirSize)})`}`,
     `grant-ttl ${o.grantTtlMs}ms`,
     `sync-interval ${o.syncIntervalMs}ms`,
     `request-timeout ${o.requestTimeoutMs}ms`,

@@ -31,6 +31,7 @@ interface MountFlags {
   prefetchContent: boolean;
   cacheDir?: string;
   cacheSize: number;
+  cacheDirSize: number;
   grantTtl: number;
   syncInterval: number;
   requestTimeout: number;
@@ -64,6 +65,7 @@ export function registerMount(program: Command, ctx: CliContext, result: Command
     .option('--prefetch-content <on|off>', 'fetch all materialised content in the background after mounting', optionParser(parseOnOff), d.prefetchContent)
     .option('--cache-dir <dir>', 'spill fetched content to this directory (content-addressed, verified on read; default: memory only)')
     .option('--cache-size <size>', 'memory bound of the content cache', optionParser(parseSize), d.cacheSize)
+    .option('--cache-dir-size <size>', 'disk bound of --cache-dir (least recently used files deleted past it)', optionParser(parseSize), d.cacheDirSize)
     .option('--grant-ttl <duration>', 'reuse a per-scope open grant this long (0 = ask on every open); bounds how long opens survive a revocation', optionParser(parseDuration), d.grantTtlMs)
     .option('--sync-interval <duration>', 'poll the plan at most this often; changes reach ls within about this long', optionParser(parseDuration), d.syncIntervalMs)
     .option('--request-timeout <duration>', 'bound on every control-plane call and every open; past it → EIO', optionParser(parseDuration), d.requestTimeoutMs)
@@ -91,6 +93,7 @@ Examples:
           prefetchContent: flags.prefetchContent,
           cacheDir: flags.cacheDir === undefined ? undefined : resolve(ctx.cwd, flags.cacheDir),
           cacheSize: flags.cacheSize,
+          cacheDirSize: flags.cacheDirSize,
           grantTtlMs: flags.grantTtl,
           syncIntervalMs: flags.syncInterval,
           requestTimeoutMs: flags.requestTimeout,
