@@ -30,6 +30,7 @@ export interface PrefetchProgress {
 
 export class Prefetcher {
   private generation = 0;
+  private lastSkip = '';
   private current: Promise<void> = Promise.resolve();
   readonly progress: PrefetchProgress = { done: 0, total: 0 };
 
@@ -62,7 +63,9 @@ export class Prefetcher {
     }
     if (todo.length === 0) return;
     if (!this.opts.hasDiskCache && tree.totalBytes > this.opts.cacheBytes) {
-      log(`prefetch: skipped (${formatBytes(tree.totalBytes)} materialised > --cache-size ${formatBytes(this.opts.cacheBytes)}; set --cache-dir or a larger --cache-size)`);
+      const skip = `prefetch: skipped (${formatBytes(tree.totalBytes)} materialised > --cache-size ${formatBytes(this.opts.cacheBytes)}; set --cache-dir or a larger --cache-size)`;
+      if (skip !== this.lastSkip) log(skip); // once, not at every plan
+      this.lastSkip = skip;
       return;
     }
     this.progress.done = 0;
