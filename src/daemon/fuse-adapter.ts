@@ -7,6 +7,8 @@
 //   unchanged; the tree guarantees a changed file reports a changed mtime.
 // - attr/entry timeouts ~1 s: metadata is cached briefly by the kernel, so a
 //   removed file may stay visible (not readable) for up to that long.
+// - readdir hands each entry's stat along with its name (libfuse2 turns it
+//   into the entry's d_type): `find` then walks without one lookup per file.
 // - fuse-native drops numeric 0 options, so zero timeouts are passed as '0'.
 // - fuse-native answers ETIMEDOUT after its per-op timeout (15 s default);
 //   ours is set above --request-timeout so the core's clean EIO always wins.
@@ -25,7 +27,7 @@ interface FuseOps {
   init?(cb: Cb): void;
   getattr(path: string, cb: Cb<[NodeStat]>): void;
   fgetattr(path: string, fd: number, cb: Cb<[NodeStat]>): void;
-  readdir(path: string, cb: Cb<[readonly string[]]>): void;
+  readdir(path: string, cb: Cb<[readonly string[], readonly NodeStat[]]>): void;
   access(path: string, mode: number, cb: Cb): void;
   statfs(path: string, cb: Cb<[StatFs]>): void;
   open(path: string, flags: number, cb: Cb<[number]>): void;
@@ -107,14 +109,14 @@ export function buildOps(fs: KnowledgeFilesystem, errors: ErrnoMapper): FuseOps 
       ops.getattr(path, cb);
     },
     readdir(path, cb) {
-      let names: readonly string[];
+      let listing: { names: readonly string[]; stats: readonly NodeStat[] };
       try {
-        names = fs.readdir(path);
+        listing = fs.readdirPlus(path);
       } catch (err) {
         cb(fail(err));
         return;
       }
-      cb(0, names);
+      cb(0, listing.names, listing.stats);
     },
     access(path, mode, cb) {
       try {
