@@ -31,7 +31,7 @@ import { startCeiling, startRclone, startStaticServer, stopPeer } from './lib/pe
 import { REPO, BIN, startServer, createSession, writeToken, startMount, stopMount, rssMiB, waitPrefetch, idleCpuMsPerS } from './lib/knowledgefs.mjs';
 import { readToolLatency } from './lib/read-tool.mjs';
 import { controlPlaneLoad } from './lib/load.mjs';
-import { measureScale } from './lib/scale.mjs';
+import { measureScale, breakdownSummary } from './lib/scale.mjs';
 import { mainTable, sideTable, checkTargets, targetsText, consistencyErrors } from './lib/report.mjs';
 
 const SECTIONS = ['disk', 'ceiling', 'ours', 'rclone', 'read', 'load', 'scale'];
@@ -124,8 +124,10 @@ async function baselines() {
 
 async function sideBySide(server, tokenFile, http) {
   const mountOurs = (o) => () => startMount(server, tokenFile, runDir, o);
+  const parts = { inProcessMs: [], sessionPlanMs: [], treeMs: [], mountMs: [] };
   const checkFiles = (m) => {
     if (m.files !== corpus.materialisedFiles) throw new Error(`mount shows ${m.files} files, corpus has ${corpus.materialisedFiles}`);
+    if (m.breakdown) for (const k of Object.keys(parts)) parts[k].push(m.breakdown[k]);
   };
   // ---- cold rounds -------------------------------------------------------
   const canDrop = want('disk') && opts.dropCaches && (await run('echo 3 > /proc/sys/vm/drop_caches')).code === 0;
@@ -186,7 +188,7 @@ async function sideBySide(server, tokenFile, http) {
     }
     if (server) {
       results.ours = {
-        ready: c.oursOn?.ready, readyPrefetchOff: c.oursOff?.ready,
+        ready: c.oursOn?.ready, readyPrefetchOff: c.oursOff?.ready, readyBreakdown: breakdownSummary(parts),
         coldOn: { grep: c.oursOn?.grep }, coldOff: { grep: c.oursOff?.grep },
         rssNoContentMiB: c.oursOff?.rssAtReady ? summarize(c.oursOff.rssAtReady) : null,
         warm: w.ours, grantTtl0: w.oursTtl0,

@@ -81,7 +81,11 @@ export async function startMount(server, tokenFile, workDir, opts = {}) {
   try {
     const m = await handle.waitFor(/^mounted .* \((\d+) files?, (\d+) scopes?\)/, opts.timeoutMs ?? 180_000);
     const readyMs = Number(process.hrtime.bigint() - t0) / 1e6;
-    return { handle, mnt, base, socket, cacheDir, readyMs, files: Number(m[1]), scopes: Number(m[2]) };
+    // The daemon's own account of its start (after Node and the modules loaded), logged right after `mounted`.
+    const re = /ready in (\d+) ms \(session \+ plan (\d+) ms, tree (\d+) ms, mount (\d+) ms\)/;
+    const b = handle.seen(re) ?? (await handle.waitFor(re, 2000).catch(() => null));
+    const breakdown = b ? { inProcessMs: Number(b[1]), sessionPlanMs: Number(b[2]), treeMs: Number(b[3]), mountMs: Number(b[4]) } : null;
+    return { handle, mnt, base, socket, cacheDir, readyMs, breakdown, files: Number(m[1]), scopes: Number(m[2]) };
   } catch (err) {
     await stop(handle);
     await unmount(mnt);

@@ -64,6 +64,14 @@ export function start(name, cmd, args, options = {}) {
     });
   });
   handle.tail = () => lines.slice(-8).join(' | ');
+  /** The last line already printed that matches `re` (its match), or null. */
+  handle.seen = (re) => {
+    for (let i = lines.length - 1; i >= 0; i--) {
+      const m = re.exec(lines[i].replace(/^(out|err): /, ''));
+      if (m) return m;
+    }
+    return null;
+  };
   handle.waitFor = (re, ms) => new Promise((resolve, reject) => {
     if (!handle.alive) return reject(new Error(`${name} is not running: ${handle.tail()}`));
     const w = { re, resolve: (m) => { clearTimeout(timer); resolve(m); }, reject: (e) => { clearTimeout(timer); reject(e); } };

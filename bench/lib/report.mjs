@@ -42,6 +42,10 @@ export function sideTable(results) {
   if (cp !== undefined) rows.push(['grep -r (warm) on the ceiling with our cache policy (auto_cache, 1 s TTLs) (s)', fmtS(cp)]);
   const b = results.baseline;
   if (b) rows.push(['Node start-up: `node -e 0` / `knowledgefs --version`, median (s)', `${fmtS(b.nodeStartMs.median)} / ${fmtS(b.cliStartMs.median)}`]);
+  const rb = results.ours?.readyBreakdown;
+  if (rb && results.ours?.ready) {
+    rows.push(['mount ready, split (ms): Node + modules / session + plan / tree / mount', `${(results.ours.ready.median - rb.inProcessMs).toFixed(0)} / ${rb.sessionPlanMs} / ${rb.treeMs} / ${rb.mountMs}`]);
+  }
   const rt = results.readTool;
   if (rt) {
     rows.push(['read tool, mounted file: p50 / p99 (ms)', `${fmtMs(rt.mounted.p50)} / ${fmtMs(rt.mounted.p99)}`]);
@@ -58,6 +62,8 @@ export function sideTable(results) {
   for (const s of results.scale ?? []) {
     if (s.error) { rows.push([`daemon at ${s.files} files`, `error: ${s.error}`]); continue; }
     rows.push([`daemon at ${s.files} files, no content: ready (s), VmRSS at ready / 3 s later (MiB)`, `${fmtS(s.ready.median)}, ${s.rss.median?.toFixed(1)} / ${s.rssSettled?.median?.toFixed(1)}`]);
+    const b = s.readyBreakdown;
+    if (b) rows.push([`  ready at ${s.files} files, split (ms): Node + modules / session + plan / tree / mount`, `${(s.ready.median - b.inProcessMs).toFixed(0)} / ${b.sessionPlanMs} / ${b.treeMs} / ${b.mountMs}`]);
   }
   return pad(rows);
 }

@@ -13,6 +13,12 @@ import { startServer, createSession, writeToken, startMount, stopMount, rssMiB, 
 import { stop, log } from './proc.mjs';
 import { summarize, round3 } from './stats.mjs';
 
+/** Medians of the daemon's own start-up phases (null when it does not log them). */
+export function breakdownSummary(parts) {
+  if (parts.inProcessMs.length === 0) return null;
+  return Object.fromEntries(Object.entries(parts).map(([k, v]) => [k, summarize(v).median]));
+}
+
 export async function measureScale(files, { runs, work, runDir, main }) {
   const sameAsMain = main && files === main.options.files;
   const dir = sameAsMain ? main.dir : join(work, `data-scale-${files}`);
@@ -26,11 +32,13 @@ export async function measureScale(files, { runs, work, runDir, main }) {
     const rss = [];
     const settled = [];
     const peak = [];
+    const parts = { inProcessMs: [], sessionPlanMs: [], treeMs: [], mountMs: [] };
     for (let i = 0; i < runs; i++) {
       const m = await startMount(server, tokenFile, runDir, { prefetch: 'off', timeoutMs: 600_000 });
       try {
         if (m.files !== corpus.materialisedFiles) throw new Error(`mount shows ${m.files} files, corpus has ${corpus.materialisedFiles}`);
         ready.push(m.readyMs);
+        if (m.breakdown) for (const k of Object.keys(parts)) parts[k].push(m.breakdown[k]);
         rss.push(rssMiB(m.handle.pid).rss);
         await new Promise((r) => setTimeout(r, 3000));
         const after = rssMiB(m.handle.pid);
@@ -42,7 +50,7 @@ export async function measureScale(files, { runs, work, runDir, main }) {
     }
     const entry = {
       files: corpus.materialisedFiles, bytes: corpus.bytes,
-      ready: summarize(ready), rss: summarize(rss), rssSettled: summarize(settled), rssPeak: summarize(peak), serverIdleCpuMsPerS,
+      ready: summarize(ready), readyBreakdown: breakdownSummary(parts), rss: summarize(rss), rssSettled: summarize(settled), rssPeak: summarize(peak), serverIdleCpuMsPerS,
     };
     log(`scale ${entry.files}: ready ${(entry.ready.median / 1000).toFixed(3)} s; VmRSS ${entry.rss.median.toFixed(1)} MiB at ready, ${entry.rssSettled.median.toFixed(1)} MiB 3 s later, peak ${entry.rssPeak.median.toFixed(1)} MiB; control plane idle CPU ${serverIdleCpuMsPerS.toFixed(0)} ms/s`);
     return entry;
