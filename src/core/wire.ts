@@ -9,6 +9,9 @@
 //                                                         wait holds a 304 up to S seconds, long-poll)
 //   GET    /v1/files/<scope>/<path>      runner token  → raw bytes, header x-kfs-sha256 (action "open")
 //   GET    /v1/grants/<scope>            runner token  → GrantResponse                  (action "open")
+//   POST   /v1/batch                     runner token  BatchRequest → 200 batch stream  (action "open", once per batch)
+//                                                         content-type BATCH_CONTENT_TYPE: per path, in request order,
+//                                                         one BatchFrameHeader JSON line, then exactly `size` bytes
 //   POST   /v1/read                      runner token  ReadRequest → ReadResponse       (action "read"/"mount")
 //   GET    /v1/manifest                  runner token  → ManifestResponse
 //   GET    /v1/reminder[?today=YYYY-MM-DD] runner token → ReminderResponse (marks what it reports)
@@ -74,6 +77,26 @@ export interface GrantResponse {
   readonly scope: string;
   readonly allowed: true;
 }
+
+/** Most paths in one POST /v1/batch (the 64 KiB request body limit also applies). */
+export const BATCH_MAX_PATHS = 1000;
+export const BATCH_CONTENT_TYPE = 'application/x-kfs-batch';
+
+export interface BatchRequest {
+  /** Every path belongs to this one scope: the request is decided once. */
+  readonly scope: string;
+  /** Paths inside the scope, e.g. `runbooks/db.md`; 1..BATCH_MAX_PATHS. */
+  readonly paths: readonly string[];
+}
+
+/**
+ * One frame header of the batch stream: a JSON line ending in "\n". A file
+ * frame is followed by exactly `size` bytes whose sha256 is `sha256`; a
+ * missing frame (no such file in the scope now) by nothing.
+ */
+export type BatchFrameHeader =
+  | { readonly path: string; readonly sha256: string; readonly size: number }
+  | { readonly path: string; readonly missing: true };
 
 export interface ReadRequest {
   /** `<scope>/<path inside the scope>`, e.g. `team_search/DUTY.md`. */

@@ -74,6 +74,11 @@ export class ContentCache {
     return this.memory?.has(sha256) ?? false;
   }
 
+  /** True when --cache-dir probably holds the file (indexed; verified only when read). */
+  hasDisk(sha256: string): boolean {
+    return this.dir !== undefined && this.onDisk.has(sha256);
+  }
+
   /** Memory, then disk (verified). Undefined = fetch it. */
   async get(sha256: string): Promise<Buffer | undefined> {
     const hit = this.memory?.get(sha256);

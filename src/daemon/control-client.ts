@@ -12,11 +12,19 @@
 // - bodies are read with a byte cap so a misbehaving server cannot make the
 //   daemon buffer without bound.
 // The token lives in this object only; it is sent as a header, never logged.
+//
+// `batch` (POST /v1/batch) is the exception to "one deadline per call": a
+// batch of a few MiB may take longer than --request-timeout on a slow link
+// while making progress, so --request-timeout bounds the wait for the
+// headers and every gap between body chunks (inactivity), not the whole
+// batch. It is not retried: its caller falls back to per-file fetches.
 
 import { Agent, request } from 'undici';
 import { KnowledgeError, isErrorCode, isKnowledgeError, type ErrorCode } from '../core/errors.js';
 import type { Plan } from '../core/plan.js';
+import { parseBatchStream, type BatchItem } from './batch-stream.js';
 import {
+  BATCH_CONTENT_TYPE,
   SHA256_HEADER,
   type ManifestResponse,
   type ReadRequest,
@@ -51,10 +59,23 @@ export interface ControlClient {
   grant(scope: string): Promise<void>;
   /** Raw file bytes; more than `maxBytes` → `integrity`. Verification is the caller's job. */
   file(scope: string, path: string, maxBytes: number): Promise<FileBody>;
+  /**
+   * Files of one scope in one request, in `paths` order, each verified against
+   * the sha256 its frame announces (not the plan's: that is the caller's job).
+   * Throws at the first framing error, wrong byte or truncation; items already
+   * yielded stay valid. Optional: clients without it are used file by file.
+   */
+  batch?(scope: string, paths: readonly string[], opts: BatchOptions): AsyncIterable<BatchItem>;
   read(req: ReadRequest): Promise<ReadResponse>;
   manifest(): Promise<ManifestResponse>;
   reminder(): Promise<ReminderResponse>;
   close(): Promise<void>;
+}
+
+export interface BatchOptions {
+  /** A frame announcing more bytes than this fails the batch (`integrity`). */
+  readonly maxFileBytes: number;
+  readonly signal?: AbortSignal | undefined;
 }
 
 export interface HttpControlClientOptions {
@@ -159,6 +180,52 @@ export class HttpControlClient implements ControlClient {
     });
     const header = reply.headers[SHA256_HEADER];
     return { body: reply.body, sha256: typeof header === 'string' ? header : undefined };
+  }
+
+  async *batch(scope: string, paths: readonly string[], opts: BatchOptions): AsyncGenerator<BatchItem> {
+    if (opts.signal?.aborted) throw new KnowledgeError('unavailable', 'request cancelled');
+    let res: Awaited<ReturnType<typeof request>>;
+    try {
+      res = await request(`${this.serverUrl}/v1/batch`, {
+        dispatcher: this.agent,
+        method: 'POST',
+        headers: { authorization: `Bearer ${this.token}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ scope, paths }),
+        signal: opts.signal,
+        headersTimeout: this.timeoutMs,
+        bodyTimeout: this.timeoutMs,
+      });
+    } catch (err) {
+      if (opts.signal?.aborted) throw new KnowledgeError('unavailable', 'request cancelled');
+      throw new KnowledgeError('unavailable', `control plane at ${this.serverUrl} unavailable: ${describeNetworkError(err)}`);
+    }
+    if (res.statusCode !== 200) {
+      let body: Buffer;
+      try {
+        body = await readCapped(res.body, 1024 * 1024, () => new KnowledgeError('unavailable', 'control plane error answer too large'));
+      } catch (err) {
+        if (isKnowledgeError(err)) throw err;
+        throw new KnowledgeError('unavailable', `control plane at ${this.serverUrl} unavailable: ${describeNetworkError(err)}`);
+      }
+      throw this.errorFor({ status: res.statusCode, headers: res.headers, body });
+    }
+    const type = res.headers['content-type'];
+    if (type !== BATCH_CONTENT_TYPE) {
+      res.body.destroy();
+      throw new KnowledgeError('unavailable', `control plane at ${this.serverUrl} answered a batch with content-type ${String(type)}`);
+    }
+    let complete = false;
+    try {
+      for await (const item of parseBatchStream(res.body, paths, opts.maxFileBytes)) yield item;
+      complete = true;
+    } catch (err) {
+      if (isKnowledgeError(err)) throw err;
+      if (opts.signal?.aborted) throw new KnowledgeError('unavailable', 'request cancelled');
+      throw new KnowledgeError('unavailable', `batch from ${this.serverUrl} failed: ${describeNetworkError(err)}`);
+    } finally {
+      // Abandoned early (or failed): drop the connection rather than read the rest.
+      if (!complete) res.body.destroy();
+    }
   }
 
   async read(req: ReadRequest): Promise<ReadResponse> {

@@ -27,6 +27,11 @@ export interface ApiResponse {
   readonly status: number;
   readonly headers: Readonly<Record<string, string>>;
   readonly body: Buffer | string;
+  /**
+   * A streamed body instead of `body` (sent chunked, with backpressure). An
+   * error while streaming cuts the connection, so the client sees truncation.
+   */
+  readonly stream?: AsyncIterable<Buffer>;
 }
 
 const JSON_TYPE = 'application/json; charset=utf-8';

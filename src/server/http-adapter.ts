@@ -25,6 +25,35 @@ function write(res: ServerResponse, response: ApiResponse, headOnly = false, clo
   res.end(headOnly || response.status === 304 || response.status === 204 ? undefined : body);
 }
 
+/** A streamed answer: waits for `drain` between chunks; stops when the client leaves; cuts the socket on error. */
+async function writeStream(res: ServerResponse, response: ApiResponse, stream: AsyncIterable<Buffer>, log: (line: string) => void, closing: boolean): Promise<void> {
+  if (res.headersSent || res.destroyed) return;
+  res.sendDate = false;
+  if (closing) res.shouldKeepAlive = false;
+  res.statusCode = response.status;
+  for (const [name, value] of Object.entries(response.headers)) res.setHeader(name, value);
+  try {
+    for await (const chunk of stream) {
+      if (res.destroyed) break;
+      if (!res.write(chunk)) {
+        await new Promise<void>((resolve) => {
+          const done = () => {
+            res.off('drain', done);
+            res.off('close', done);
+            resolve();
+          };
+          res.on('drain', done);
+          res.on('close', done);
+        });
+      }
+    }
+    if (!res.destroyed) res.end();
+  } catch (err) {
+    log(`streamed answer failed, connection cut: ${err instanceof Error ? err.message : String(err)}`);
+    res.destroy();
+  }
+}
+
 function readBody(req: IncomingMessage, max: number): Promise<Buffer | 'too-large'> {
   return new Promise((resolve, reject) => {
     const declared = Number(req.headers['content-length'] ?? '0');
@@ -84,7 +113,8 @@ export function createHttpServer(handler: Handler, options: HttpAdapterOptions, 
       };
       const isHead = apiRequest.method === 'HEAD';
       const response = await handler(isHead ? { ...apiRequest, method: 'GET' } : apiRequest);
-      write(res, response, isHead, shutdown.aborted);
+      if (response.stream !== undefined && !isHead) await writeStream(res, response, response.stream, options.log, shutdown.aborted);
+      else write(res, response, isHead, shutdown.aborted);
     } catch (err) {
       options.log(`request failed: ${err instanceof Error ? err.message : String(err)}`);
       write(res, errorResponse('internal', 'internal error (logged by the control plane)'));

@@ -8,6 +8,7 @@ import { KnowledgeError, isKnowledgeError } from '../core/errors.js';
 import { errorResponse, fromError, jsonResponse, type ApiRequest, type ApiResponse } from './api.js';
 import type { RouteContext } from './context.js';
 import { createSessionRoute, revokeSessionRoute } from './admin-routes.js';
+import { batchRoute } from './batch-route.js';
 import { planRoute } from './plan-route.js';
 import { filesRoute, grantsRoute, manifestRoute, readRoute, reminderRoute, sessionView } from './runner-routes.js';
 import type { SessionRecord } from './session-registry.js';
@@ -65,6 +66,7 @@ export function createRouter(ctx: RouteContext): Handler {
     if (method === 'GET' && rawPath === '/v1/plan') return planRoute(ctx, session, req);
     if (method === 'GET' && rawPath.startsWith('/v1/files/')) return filesRoute(ctx, session, rawPath.slice('/v1/files/'.length));
     if (method === 'GET' && rawPath.startsWith('/v1/grants/')) return grantsRoute(ctx, session, rawPath.slice('/v1/grants/'.length));
+    if (method === 'POST' && rawPath === '/v1/batch') return batchRoute(ctx, session, req);
     if (method === 'POST' && rawPath === '/v1/read') return readRoute(ctx, session, req);
     if (method === 'GET' && rawPath === '/v1/manifest') return manifestRoute(ctx, session);
     if (method === 'GET' && rawPath === '/v1/reminder') return reminderRoute(ctx, session, req);
