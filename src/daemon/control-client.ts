@@ -210,6 +210,8 @@ export class HttpControlClient implements ControlClient {
       throw this.errorFor({ status: res.statusCode, headers: res.headers, body });
     }
     const type = res.headers['content-type'];
+    // Destroying an undici body emits an AbortError: expected here, not an uncaught error.
+    res.body.on('error', () => undefined);
     if (type !== BATCH_CONTENT_TYPE) {
       res.body.destroy();
       throw new KnowledgeError('unavailable', `control plane at ${this.serverUrl} answered a batch with content-type ${String(type)}`);

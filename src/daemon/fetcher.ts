@@ -111,7 +111,7 @@ export class ContentFetcher {
     const batch = this.opts.client.batch?.bind(this.opts.client);
     if (batch === undefined) return { fetched: [], failed: [], skipped: refs, unanswered: [] };
     const { cache } = this.opts;
-    await cache.scanned;
+    // Waiters are registered synchronously, before the first await: an open right after this call finds them.
     const skipped: FileRef[] = [];
     const waiters: BatchWaiter[] = [];
     for (const ref of refs) {
