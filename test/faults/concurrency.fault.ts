@@ -100,7 +100,7 @@ fuseSuite('32 concurrent readers while files change and a team is revoked', () =
         await writeFile(aside, content);
         await rename(aside, join(dir, f.dataPath));
         const size = String(Buffer.byteLength(content));
-        const seen = await waitFor(async () => (await run('stat', ['-c', '%s', join(mount.mountpoint, f.mountPath)])).stdout.trim() === size, 15_000, 50);
+        const seen = await waitFor(async () => (await run('stat', ['-c', '%s', join(mount.mountpoint, f.mountPath)])).stdout.trim() === size, 30_000, 50);
         if (seen) known.set(f.mountPath, [...(known.get(f.mountPath) ?? []), { version, at: Date.now() }]);
         round++;
         // Halfway through the edits, the creator leaves the search team.

@@ -48,7 +48,7 @@ fuseSuite('membership source faults under a real mount', () => {
       teams: { payments: 'Payments', search: 'Search', storage: 'Storage' },
       files: filesSpec(corpus),
     });
-    members = await startFaultMembership({ alice: ['payments', 'search'] });
+    members = await startFaultMembership({ alice: ['payments', 'search'], bob: ['payments', 'search'] });
     cp = await startControlPlane({ dataDir: dir, membershipUrl: members.url, membershipTimeoutMs: 500 });
     token = (await cp.createSession({ kind: 'personal', creator: 'alice', team: 'payments' })).token;
     mount = await startMount({
@@ -91,13 +91,18 @@ fuseSuite('membership source faults under a real mount', () => {
     expect(members.calls('alice')).toBeGreaterThan(0);
   });
 
-  it('an account grant never consults the membership service', async () => {
+  it('an account or bound-team grant never consults the membership service', async () => {
+    // bob's session has no daemon polling its plan, so every call for bob below comes from these requests.
+    const bob = await cp.createSession({ kind: 'personal', creator: 'bob', team: 'payments' });
+    const auth = { authorization: `Bearer ${bob.token}` };
     members.resetCalls();
-    const res = await fetch(`${cp.url}/v1/grants/account`, { headers: { authorization: `Bearer ${token}` } });
-    expect(res.status).toBe(200);
-    const bound = await fetch(`${cp.url}/v1/grants/team_payments`, { headers: { authorization: `Bearer ${token}` } });
-    expect(bound.status).toBe(200);
-    expect(members.calls()).toBe(0);
+    expect((await fetch(`${cp.url}/v1/grants/account`, { headers: auth })).status).toBe(200);
+    expect((await fetch(`${cp.url}/v1/grants/team_payments`, { headers: auth })).status).toBe(200);
+    expect((await fetch(`${cp.url}/v1/files/account/DUTY.md`, { headers: auth })).status).toBe(200);
+    expect(members.calls('bob')).toBe(0);
+    // …while another team does consult it (the counter works).
+    expect((await fetch(`${cp.url}/v1/grants/team_search`, { headers: auth })).status).toBe(200);
+    expect(members.calls('bob')).toBe(1);
   });
 
   for (const [label, mode] of MODES) {
