@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BATCH_CONTENT_TYPE, BATCH_MAX_PATHS, type BatchFrameHeader } from '../src/core/wire.js';
 import type { MembershipSource } from '../src/server/membership.js';
 import type { PackStore } from '../src/server/pack-store.js';
-import { makeDataDir, removeDataDir, type DataDirSpec } from './helpers/data-dir.js';
+import { makeDataDir, removeDataDir, writeDataFile, type DataDirSpec } from './helpers/data-dir.js';
 import { rawRequest, startControlPlane, type TestControlPlane } from './helpers/control-plane.js';
 
 const sha = (b: Buffer | string) => createHash('sha256').update(b).digest('hex');
@@ -50,6 +50,10 @@ beforeAll(async () => {
     read: (scope, path) => {
       storeCalls.push(`read ${scope}/${path}`);
       return store.read(scope, path);
+    },
+    readSmallSync: (scope, path) => {
+      storeCalls.push(`readSmallSync ${scope}/${path}`);
+      return store.readSmallSync?.(scope, path);
     },
   });
   const flaky = (source: MembershipSource): MembershipSource => ({
@@ -115,6 +119,19 @@ describe('POST /v1/batch', () => {
       expect(f.header.sha256).toBe(sha(f.body));
       expect(f.header.size).toBe(f.body.length);
     }
+  });
+
+  it('small files take the synchronous path, large ones the async one; a file edited since the scan is sent with the hash of the bytes sent', async () => {
+    const s = await cp.createSession({ kind: 'personal', creator: 'alice', team: 'payments' });
+    await writeDataFile(dir, 'teams/payments/runbooks/db.md', 'db v2, edited after the scan\n');
+    storeCalls.length = 0;
+    const res = await batch(s.token, { scope: 'team_payments', paths: ['runbooks/db.md', 'big.bin'] });
+    expect(storeCalls).toEqual(['snapshot team_payments', 'readSmallSync team_payments/runbooks/db.md', 'readSmallSync team_payments/big.bin', 'read team_payments/big.bin']);
+    const [db, bigFrame] = parseFrames(res.body);
+    expect(db!.body.toString()).toBe('db v2, edited after the scan\n');
+    expect(db!.header).toEqual({ path: 'runbooks/db.md', sha256: sha(db!.body), size: db!.body.length });
+    expect(bigFrame!.body.equals(big)).toBe(true);
+    await writeDataFile(dir, 'teams/payments/runbooks/db.md', 'db v1\n');
   });
 
   it('is decided once per batch: one audit record with action "open"', async () => {

@@ -13,10 +13,11 @@
 // `read` opens the file without following symlinks, checks its directory is
 // still inside the pack, hashes the bytes it read and, if they no longer match
 // the snapshot, updates the snapshot and answers with the fresh hash: bytes
-// and hash always belong together.
+// and hash always belong together. `readSmallSync` is the same for files of
+// at most SYNC_HASH_BYTES (POST /v1/batch reads thousands of them).
 
 import { createHash } from 'node:crypto';
-import { closeSync, constants, lstatSync, openSync, readdirSync, readFileSync, realpathSync, type Dirent } from 'node:fs';
+import { closeSync, constants, fstatSync, lstatSync, openSync, readdirSync, readFileSync, realpathSync, type Dirent } from 'node:fs';
 import { open, readFile, realpath } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { MAX_PATH_BYTES, packPathProblem, segmentProblem } from '../core/paths.js';
@@ -262,37 +263,78 @@ export class DirPackStore implements PackStore {
   }
 
   async read(scope: ScopeName, path: string): Promise<PackFile | null> {
-    const index = this.indexes.get(scope);
-    const entry = index?.byPath.get(path)?.file;
-    const base = scopeDir(this.root, scope);
-    if (index === undefined || entry === undefined || base === null || packPathProblem(path) !== null) return null;
-    const abs = join(base, path);
+    const target = this.locate(scope, path);
+    if (target === null) return null;
     this.realRoot ??= await realpath(this.root);
     // Every directory on the way must be a real directory inside the pack, not a symlink swapped in.
-    const realParent = await realpath(dirname(abs)).catch(() => null);
-    const expectedParent = join(scopeDir(this.realRoot, scope) as string, dirname(path));
-    if (realParent !== expectedParent) return null;
+    const realParent = await realpath(dirname(target.abs)).catch(() => null);
+    if (realParent !== this.expectedParent(scope, path)) return null;
     let handle;
     try {
-      handle = await open(abs, constants.O_RDONLY | constants.O_NOFOLLOW);
+      handle = await open(target.abs, constants.O_RDONLY | constants.O_NOFOLLOW);
     } catch {
       return null;
     }
     try {
       const s = await handle.stat();
       if (!s.isFile() || s.size > this.options.maxFileSize) return null;
-      const bytes = await handle.readFile();
-      if (bytes.length > this.options.maxFileSize) return null;
-      const sha256 = createHash('sha256').update(bytes).digest('hex');
-      const mtimeMs = Math.floor(s.mtimeMs);
-      if (sha256 !== entry.sha256 || bytes.length !== entry.size || mtimeMs !== entry.mtimeMs) {
-        // The stat was taken before reading, so the bytes may be newer than it: keep no fingerprint (re-hash next scan).
-        this.replaceEntry(scope, { file: { path, size: bytes.length, mtimeMs, sha256 }, fp: null });
-      }
-      return { bytes, sha256, size: bytes.length, mtimeMs };
+      return this.answer(scope, path, target.entry, await handle.readFile(), s.mtimeMs);
     } finally {
       await handle.close();
     }
+  }
+
+  /** `read` for files the snapshot says are small, without a promise per step (batches). */
+  readSmallSync(scope: ScopeName, path: string): PackFile | null | undefined {
+    const target = this.locate(scope, path);
+    if (target === null) return null;
+    if (target.entry.size > SYNC_HASH_BYTES) return undefined;
+    let realParent: string | null;
+    try {
+      this.realRoot ??= realpathSync(this.root);
+      realParent = realpathSync.native(dirname(target.abs));
+    } catch {
+      realParent = null;
+    }
+    if (realParent !== this.expectedParent(scope, path)) return null;
+    let fd: number;
+    try {
+      fd = openSync(target.abs, constants.O_RDONLY | constants.O_NOFOLLOW);
+    } catch {
+      return null;
+    }
+    try {
+      const s = fstatSync(fd);
+      if (!s.isFile() || s.size > this.options.maxFileSize) return null;
+      return this.answer(scope, path, target.entry, readFileSync(fd), s.mtimeMs);
+    } catch {
+      return null;
+    } finally {
+      closeSync(fd);
+    }
+  }
+
+  private locate(scope: ScopeName, path: string): { abs: string; entry: PlanFile } | null {
+    const entry = this.indexes.get(scope)?.byPath.get(path)?.file;
+    const base = scopeDir(this.root, scope);
+    if (entry === undefined || base === null || packPathProblem(path) !== null) return null;
+    return { abs: join(base, path), entry };
+  }
+
+  private expectedParent(scope: ScopeName, path: string): string {
+    return join(scopeDir(this.realRoot as string, scope) as string, dirname(path));
+  }
+
+  /** Hashes the bytes read; a file that changed since the scan updates the snapshot at once. */
+  private answer(scope: ScopeName, path: string, entry: PlanFile, bytes: Buffer, statMtimeMs: number): PackFile | null {
+    if (bytes.length > this.options.maxFileSize) return null;
+    const sha256 = createHash('sha256').update(bytes).digest('hex');
+    const mtimeMs = Math.floor(statMtimeMs);
+    if (sha256 !== entry.sha256 || bytes.length !== entry.size || mtimeMs !== entry.mtimeMs) {
+      // The stat was taken before reading, so the bytes may be newer than it: keep no fingerprint (re-hash next scan).
+      this.replaceEntry(scope, { file: { path, size: bytes.length, mtimeMs, sha256 }, fp: null });
+    }
+    return { bytes, sha256, size: bytes.length, mtimeMs };
   }
 
   /** The file changed since the scan: its snapshot takes the fresh entry at once. */

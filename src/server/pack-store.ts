@@ -23,6 +23,12 @@ export interface PackStore {
   snapshot(scope: ScopeName): ScopeSnapshot | undefined;
   /** The file's bytes and their hash, or null if the scope or file does not exist. */
   read(scope: ScopeName, path: string): Promise<PackFile | null>;
+  /**
+   * Optional fast path for batches: the same checks and the same answer as
+   * `read`, done synchronously (one async fs call costs more than reading a
+   * small file). Returns undefined when the file is too large for it: use `read`.
+   */
+  readSmallSync?(scope: ScopeName, path: string): PackFile | null | undefined;
   /** Increases whenever any snapshot changes: lets pollers skip work cheaply. */
   readonly generation: number;
 }
