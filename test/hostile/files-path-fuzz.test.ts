@@ -167,6 +167,73 @@ describe('GET /v1/files with hostile paths', () => {
   });
 });
 
+/** Splits a batch stream into frames; throws on a malformed stream. */
+function parseBatch(body: Buffer): { path: string; sha256?: string; bytes?: Buffer; missing?: true }[] {
+  const frames: { path: string; sha256?: string; bytes?: Buffer; missing?: true }[] = [];
+  let pos = 0;
+  while (pos < body.length) {
+    const eol = body.indexOf(0x0a, pos);
+    if (eol < 0) throw new Error('batch stream ends inside a header');
+    const header = JSON.parse(body.subarray(pos, eol).toString('utf8')) as { path: string; sha256?: string; size?: number; missing?: true };
+    pos = eol + 1;
+    if (header.missing === true) {
+      frames.push({ path: header.path, missing: true });
+      continue;
+    }
+    const bytes = body.subarray(pos, pos + (header.size ?? 0));
+    if (bytes.length !== header.size) throw new Error('batch stream ends inside a file');
+    pos += bytes.length;
+    frames.push({ path: header.path, sha256: header.sha256 as string, bytes });
+  }
+  return frames;
+}
+
+describe('POST /v1/batch with hostile scopes and paths', () => {
+  it('never 5xx, never escapes, only loadable bytes; another team looks like a missing team', async () => {
+    storeCalls.length = 0;
+    const realPaths = [...new Set([...data.files.keys()].map((k) => k.slice(k.indexOf('/') + 1)))];
+    const paths = fc.array(fc.oneof(hostileSuffix, fc.constantFrom(...realPaths)), { minLength: 1, maxLength: 6 });
+    await fc.assert(
+      fc.asyncProperty(
+        fc.oneof(hostileScope, fc.constantFrom('account', 'team_payments', 'team_search', 'team_storage')),
+        paths,
+        fc.constantFrom('personal' as const, 'team' as const),
+        async (scope, list, who) => {
+          current = who;
+          const res = await rawRequest(port, {
+            method: 'POST',
+            target: '/v1/batch',
+            headers: { authorization: `Bearer ${who === 'personal' ? personal.token : team.token}`, 'content-type': 'application/json' },
+            body: JSON.stringify({ scope, paths: list }),
+          });
+          const label = `${who} ${JSON.stringify({ scope, list })}`;
+          checkAnswer(res, who, label);
+          if (res.status !== 200) return;
+          expect(ALLOWED[who].has(scope), label).toBe(true);
+          for (const frame of parseBatch(res.body)) {
+            expect(list, label).toContain(frame.path);
+            if (frame.bytes === undefined) continue;
+            expect(frame.bytes.equals(data.files.get(`${scope}/${frame.path}`) ?? Buffer.alloc(1)), `${label}: ${frame.path}`).toBe(true);
+            expect(frame.sha256).toBe(createHash('sha256').update(frame.bytes).digest('hex'));
+          }
+        },
+      ),
+      { numRuns: RUNS },
+    );
+    expect(deniedScopeTouched()).toEqual([]);
+    // A personal session's batch for another team is the answer for a team that does not exist.
+    const ask = (scope: string) =>
+      rawRequest(port, {
+        method: 'POST',
+        target: '/v1/batch',
+        headers: { authorization: `Bearer ${personal.token}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ scope, paths: ['DUTY.md', 'postmortems/secret-outage.md'] }),
+      });
+    const mask = ['team_storage', 'team_ghost'];
+    expect(fingerprint(await ask('team_storage'), mask)).toBe(fingerprint(await ask('team_ghost'), mask));
+  });
+});
+
 describe('POST /v1/read with hostile paths and bodies', () => {
   it('never 5xx, never escapes, never mounts or reads what the session may not load', async () => {
     storeCalls.length = 0;
