@@ -18,7 +18,7 @@ import { startControlPlane, type TestControlPlane } from '../helpers/control-pla
 import { makeDataDir, removeDataDir } from '../helpers/data-dir.js';
 import { pathStartsWith, startFaultProxy, type FaultProxy, type ProxyMode } from '../helpers/fault-proxy.js';
 import { fuseSuite, run, startMount, waitFor, type MountHandle } from '../helpers/mount.js';
-import { fileContent, filesSpec, makeCorpus, type CorpusFile } from './corpus.js';
+import { checkGrepOutput, fileContent, filesSpec, makeCorpus, versionsOf, type CorpusFile } from './corpus.js';
 
 const TIMEOUT_MS = 1000;
 /** "No hang": the request timeout plus generous slack for a loaded machine. */
@@ -41,6 +41,10 @@ fuseSuite('mount behind a faulty network', () => {
   let proxy: FaultProxy;
   let mount: MountHandle;
   let corpus: CorpusFile[];
+  let token: string;
+  /** Files the plan cases rewrote: their current content. */
+  const edited = new Map<string, string>();
+  const currentCorpus = (): CorpusFile[] => corpus.map((c) => ({ ...c, content: edited.get(c.mountPath) ?? c.content }));
   let next = 0;
   /** A payments file no test has opened yet. */
   const fresh = (): CorpusFile => {
@@ -55,6 +59,7 @@ fuseSuite('mount behind a faulty network', () => {
     dir = await makeDataDir({ teams: { payments: 'Payments' }, users: { alice: { teams: ['payments'] } }, files: filesSpec(corpus) });
     cp = await startControlPlane({ dataDir: dir });
     const session = await cp.createSession({ kind: 'personal', creator: 'alice', team: 'payments' });
+    token = session.token;
     proxy = await startFaultProxy(cp.url);
     mount = await startMount({
       serverUrl: proxy.url,
@@ -160,6 +165,7 @@ fuseSuite('mount behind a faulty network', () => {
       try {
         proxy.dropConnections(); // end the current long-poll so the next one meets the fault
         await writeFile(join(dir, f.dataPath), v2);
+        edited.set(f.mountPath, v2);
         await cp.rescan();
         // Several sync rounds meet the fault; the listing must stay exactly the server's names.
         for (let i = 0; i < 4; i++) {
@@ -185,6 +191,38 @@ fuseSuite('mount behind a faulty network', () => {
       const st = await run('stat', ['-c', '%s', inMount(f)]);
       expect(st.stdout.trim()).toBe(String(Buffer.byteLength(v2)));
       expect(mount.child.exitCode).toBeNull();
+    });
+  }
+
+  // Prefetch goes through POST /v1/batch: a damaged batch must never put bad bytes in the cache.
+  const BATCH_FAULTS: readonly [string, ProxyMode][] = [
+    ['flipped byte in the stream', { kind: 'flip' }],
+    ['flipped byte inside file content', { kind: 'flip', find: ' line 7 ' }],
+    ['truncated stream', { kind: 'truncate' }],
+    ['reset', { kind: 'reset' }],
+    ['HTTP 500', { kind: 'status', status: 500 }],
+    ['garbage 200', { kind: 'garbage' }],
+  ];
+  for (const [label, mode] of BATCH_FAULTS) {
+    it(`prefetch batches, ${label}: nothing bad is cached; every file reads exact`, async () => {
+      proxy.setRules([{ mode, match: pathStartsWith('/v1/batch') }]);
+      proxy.resetCounts();
+      const m = await startMount({ serverUrl: proxy.url, token, args: ['--grant-ttl', '5s', '--request-timeout', `${TIMEOUT_MS}ms`] });
+      try {
+        expect(await waitFor(() => /prefetch: .*done/.test(m.stderr), 30_000), m.stderr).toBe(true);
+        expect(proxy.count((r) => r.url.startsWith('/v1/batch') && r.mode === mode.kind), `${label}: no batch met the fault`).toBeGreaterThan(0);
+        // Files now come from the cache (or a clean per-file fetch); none may differ from the corpus.
+        proxy.setMode({ kind: 'pass' });
+        const r = await run('grep', ['-r', '-H', '', '.'], { cwd: m.mountpoint, timeoutMs: 60_000 });
+        expect(r.stderr).toBe('');
+        const check = checkGrepOutput(r.stdout, versionsOf(currentCorpus()));
+        expect(check.problems).toEqual([]);
+        expect(check.complete.length).toBe(corpus.length);
+        expect(m.stderr).not.toMatch(/unexpected error|TypeError|RangeError|Unhandled/);
+      } finally {
+        proxy.setMode({ kind: 'pass' });
+        await m.stop();
+      }
     });
   }
 
