@@ -84,6 +84,14 @@ const results = {
   errors: [],
   notes: [],
 };
+/** Which code is measured: the commit, and a fingerprint of the built dist/ (a rebuild mid-run is reported). */
+async function codeVersion() {
+  const commit = (await run('git rev-parse --short HEAD', { cwd: REPO })).stdout.trim();
+  const dirty = (await run('git status --porcelain -- src', { cwd: REPO })).stdout.trim() !== '';
+  const dist = (await run("find dist -name '*.js' -printf '%T@\\n' | sort -n | tail -1", { cwd: REPO })).stdout.trim();
+  return { commit, srcDirty: dirty, distBuiltAt: dist ? new Date(Number(dist) * 1000).toISOString() : null };
+}
+results.code = await codeVersion();
 const fail = (section, err) => {
   const msg = `${section}: ${err instanceof Error ? err.message : String(err)}`;
   results.errors.push(msg);
@@ -265,6 +273,8 @@ try {
   rmSync(runDir, { recursive: true, force: true });
 }
 results.errors.push(...consistencyErrors(results));
+const codeAtEnd = await codeVersion();
+if (codeAtEnd.distBuiltAt !== results.code.distBuiltAt) results.notes.push(`dist/ was rebuilt during the run (${results.code.distBuiltAt} → ${codeAtEnd.distBuiltAt}): later mounts ran newer code`);
 results.targets = checkTargets(results);
 results.host.loadAvgAtEnd = os.loadavg().map(round3);
 results.finishedAt = new Date().toISOString();
@@ -276,7 +286,7 @@ writeFileSync(outFile, JSON.stringify(results, null, 2) + '\n');
 
 const c = results.corpus;
 const load = `load average ${results.host.loadAvgAtStart[0].toFixed(1)} at start, ${results.host.loadAvgAtEnd[0].toFixed(1)} at end`;
-process.stdout.write(`\nknowledgefs bench — ${c.files} files, ${(c.bytes / 1e6).toFixed(1)} MB (${(c.diskBytes / 1e6).toFixed(1)} MB on disk); median of ${opts.runs} runs; ${results.host.cpus} CPUs, ${load}; ${results.durationS.toFixed(0)} s\n\n`);
+process.stdout.write(`\nknowledgefs bench at ${results.code.commit}${results.code.srcDirty ? ' (+ uncommitted src changes)' : ''} — ${c.files} files, ${(c.bytes / 1e6).toFixed(1)} MB (${(c.diskBytes / 1e6).toFixed(1)} MB on disk); median of ${opts.runs} runs; ${results.host.cpus} CPUs, ${load}; ${results.durationS.toFixed(0)} s\n\n`);
 const tables = [mainTable(results), sideTable(results)].filter((t) => t.includes('\n'));
 process.stdout.write(`${[...tables, targetsText(results.targets)].join('\n\n')}\n`);
 for (const n of results.notes) process.stdout.write(`note: ${n}\n`);
