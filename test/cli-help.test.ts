@@ -181,7 +181,7 @@ function sameDefault(readme: string, help: string): boolean {
   if (help === 'true' || help === 'false') return (r === 'on') === (help === 'true');
   for (const parse of [parseSize, parseDuration]) {
     try {
-      if (parse(r) === Number(help)) return true;
+      if (parse(r) === parse(help)) return true;
     } catch {
       // not this kind of value
     }

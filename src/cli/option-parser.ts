@@ -1,7 +1,7 @@
 // Turns a core parser (sizes, durations, counts) into a commander option
 // parser, so a bad value becomes one usage line and exit 2.
 
-import { InvalidArgumentError } from 'commander';
+import { InvalidArgumentError, Option } from 'commander';
 
 export function optionParser<T>(parse: (text: string) => T): (text: string) => T {
   return (text) => {
@@ -11,4 +11,12 @@ export function optionParser<T>(parse: (text: string) => T): (text: string) => T
       throw new InvalidArgumentError(err instanceof Error ? err.message : String(err));
     }
   };
+}
+
+/**
+ * An option whose value is parsed by a core parser and whose default is
+ * shown in --help as a person would type it (`256MiB`, `5s`), not as bytes.
+ */
+export function parsedOption<T>(flags: string, description: string, parse: (text: string) => T, value: T, shown: string): Option {
+  return new Option(flags, description).argParser(optionParser(parse)).default(value, shown);
 }

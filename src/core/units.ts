@@ -39,3 +39,19 @@ export function formatBytes(bytes: number): string {
   while (value >= 1024 && i < units.length - 1) { value /= 1024; i++; }
   return i === 0 ? `${bytes} B` : `${value.toFixed(1)} ${units[i]}`;
 }
+
+/** A size as a flag value that parses back to the same number: `256MiB`, `1GiB`, `1500`. */
+export function formatSizeFlag(bytes: number): string {
+  for (const [unit, factor] of [['TiB', 1024 ** 4], ['GiB', 1024 ** 3], ['MiB', 1024 ** 2], ['KiB', 1024]] as const) {
+    if (bytes >= factor && bytes % factor === 0) return `${bytes / factor}${unit}`;
+  }
+  return String(bytes);
+}
+
+/** A duration as a flag value that parses back to the same number: `5s`, `2m`, `250ms`. */
+export function formatDurationFlag(ms: number): string {
+  for (const [unit, factor] of [['h', 3_600_000], ['m', 60_000], ['s', 1000]] as const) {
+    if (ms >= factor && ms % factor === 0) return `${ms / factor}${unit}`;
+  }
+  return `${ms}ms`;
+}

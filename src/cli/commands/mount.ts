@@ -13,13 +13,13 @@ import { resolve } from 'node:path';
 import { tmpdir } from 'node:os';
 import { KnowledgeError } from '../../core/errors.js';
 import { defaultSocketPath } from '../../core/socket-path.js';
-import { parseDuration, parseSize } from '../../core/units.js';
+import { parseDuration, parseSize, formatDurationFlag, formatSizeFlag } from '../../core/units.js';
 import { runMountDaemon } from '../../daemon/mount-daemon.js';
 import { MOUNT_DEFAULTS } from '../../daemon/options.js';
 import type { CliContext } from '../context.js';
 import { EXIT } from '../exit-codes.js';
 import type { CommandResult } from '../main.js';
-import { optionParser } from '../option-parser.js';
+import { parsedOption } from '../option-parser.js';
 import { readTokenFile } from './serve.js';
 
 export const TOKEN_ENV = 'KNOWLEDGEFS_TOKEN';
@@ -61,14 +61,14 @@ export function registerMount(program: Command, ctx: CliContext, result: Command
     .argument('<mountpoint>', 'directory to mount on (created when missing); name it knowledge')
     .requiredOption('--server <url>', 'control plane URL, e.g. http://127.0.0.1:7420')
     .option('--token-file <file>', `file holding the runner token (else $${TOKEN_ENV})`)
-    .option('--prefetch-threshold <size>', 'materialise every loadable scope when they total at most this; else account + bound + mounted teams', optionParser(parseSize), d.prefetchThreshold)
-    .option('--prefetch-content <on|off>', 'fetch all materialised content in the background after mounting', optionParser(parseOnOff), d.prefetchContent)
+    .addOption(parsedOption('--prefetch-threshold <size>', 'materialise every loadable scope when they total at most this; else account + bound + mounted teams', parseSize, d.prefetchThreshold, formatSizeFlag(d.prefetchThreshold)))
+    .addOption(parsedOption('--prefetch-content <on|off>', 'fetch all materialised content in the background after mounting', parseOnOff, d.prefetchContent, d.prefetchContent ? 'on' : 'off'))
     .option('--cache-dir <dir>', 'spill fetched content to this directory (content-addressed, verified on read; default: memory only)')
-    .option('--cache-size <size>', 'memory bound of the content cache', optionParser(parseSize), d.cacheSize)
-    .option('--cache-dir-size <size>', 'disk bound of --cache-dir (least recently used files deleted past it)', optionParser(parseSize), d.cacheDirSize)
-    .option('--grant-ttl <duration>', 'reuse a per-scope open grant this long (0 = ask on every open); bounds how long opens survive a revocation', optionParser(parseDuration), d.grantTtlMs)
-    .option('--sync-interval <duration>', 'poll the plan at most this often; changes reach ls within about this long', optionParser(parseDuration), d.syncIntervalMs)
-    .option('--request-timeout <duration>', 'bound on every control-plane call and every open; past it → EIO', optionParser(parseDuration), d.requestTimeoutMs)
+    .addOption(parsedOption('--cache-size <size>', 'memory bound of the content cache', parseSize, d.cacheSize, formatSizeFlag(d.cacheSize)))
+    .addOption(parsedOption('--cache-dir-size <size>', 'disk bound of --cache-dir (least recently used files deleted past it)', parseSize, d.cacheDirSize, formatSizeFlag(d.cacheDirSize)))
+    .addOption(parsedOption('--grant-ttl <duration>', 'reuse a per-scope open grant this long (0 = ask on every open); bounds how long opens survive a revocation', parseDuration, d.grantTtlMs, formatDurationFlag(d.grantTtlMs)))
+    .addOption(parsedOption('--sync-interval <duration>', 'poll the plan at most this often; changes reach ls within about this long', parseDuration, d.syncIntervalMs, formatDurationFlag(d.syncIntervalMs)))
+    .addOption(parsedOption('--request-timeout <duration>', 'bound on every control-plane call and every open; past it → EIO', parseDuration, d.requestTimeoutMs, formatDurationFlag(d.requestTimeoutMs)))
     .option('--socket <path>', 'local control socket for read/manifest/reminder (default: $KNOWLEDGEFS_SOCKET or the standard path)')
     .option('--allow-other', 'let other users use the mount (a non-root agent user); needs user_allow_other in /etc/fuse.conf unless root')
     .addHelpText(

@@ -11,13 +11,13 @@ import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { KnowledgeError } from '../../core/errors.js';
-import { parseDuration, parseSize } from '../../core/units.js';
+import { parseDuration, parseSize, formatDurationFlag, formatSizeFlag } from '../../core/units.js';
 import { parseListen, serveControlPlane } from '../../server/control-plane.js';
 import { DEFAULTS, internalDir } from '../../server/options.js';
 import type { CliContext } from '../context.js';
 import { EXIT } from '../exit-codes.js';
 import type { CommandResult } from '../main.js';
-import { optionParser } from '../option-parser.js';
+import { parsedOption } from '../option-parser.js';
 
 export const ADMIN_TOKEN_ENV = 'KNOWLEDGEFS_ADMIN_TOKEN';
 
@@ -74,10 +74,10 @@ export function registerServe(program: Command, ctx: CliContext, result: Command
     .option('--state <file>', 'session state file (default DATA/.knowledgefs/state.json)')
     .option('--admin-token-file <file>', `admin token file (else $${ADMIN_TOKEN_ENV}, else generated into DATA/.knowledgefs/admin-token)`)
     .option('--membership-url <url>', 'external membership service: GET <url>/users/<user>/teams (default: directory.json)')
-    .option('--membership-timeout <duration>', 'timeout of one membership request', optionParser(parseDuration), DEFAULTS.membershipTimeoutMs)
+    .addOption(parsedOption('--membership-timeout <duration>', 'timeout of one membership request', parseDuration, DEFAULTS.membershipTimeoutMs, formatDurationFlag(DEFAULTS.membershipTimeoutMs)))
     .option('--audit-log <file>', 'audit log, one JSON line per decision (default DATA/.knowledgefs/audit.log)')
-    .option('--scan-interval <duration>', "pause between rescans of the data directory (at least twice the last scan's duration)", optionParser(parseDuration), DEFAULTS.scanIntervalMs)
-    .option('--max-file-size <size>', 'files larger than this are skipped with a log line', optionParser(parseSize), DEFAULTS.maxFileSize)
+    .addOption(parsedOption('--scan-interval <duration>', "pause between rescans of the data directory (at least twice the last scan's duration)", parseDuration, DEFAULTS.scanIntervalMs, formatDurationFlag(DEFAULTS.scanIntervalMs)))
+    .addOption(parsedOption('--max-file-size <size>', 'files larger than this are skipped with a log line', parseSize, DEFAULTS.maxFileSize, formatSizeFlag(DEFAULTS.maxFileSize)))
     .addHelpText(
       'after',
       `
