@@ -291,12 +291,7 @@ async function checkToken(o: ServerCheckOptions, base: string, reachable: boolea
 export async function checkMountpoint(dir: string, timeoutMs: number): Promise<CheckResult> {
   const name = 'mount point';
   const staleFix = `fusermount -uz ${dir} (then start \`knowledgefs mount\` again)`;
-  const probe = await new Promise<{ out: string; err: string; timedOut: boolean; failed: boolean }>((resolvePromise) => {
-    execFile('stat', ['-c', '%d %F', '--', dir, dirname(dir)], { encoding: 'utf8', timeout: timeoutMs, killSignal: 'SIGKILL', env: { ...process.env, LC_ALL: 'C' } }, (err, out, errOut) => {
-      const timedOut = err !== null && (err as { killed?: boolean }).killed === true;
-      resolvePromise({ out, err: errOut, timedOut, failed: err !== null });
-    });
-  });
+  const probe = await runProbe('stat', ['-c', '%d %F', '--', dir, dirname(dir)], timeoutMs);
   if (probe.timedOut) {
     return { name, status: 'FAIL', detail: `${dir} did not answer stat within ${timeoutMs} ms (a hung mount)`, fix: staleFix };
   }
@@ -316,5 +311,29 @@ export async function checkMountpoint(dir: string, timeoutMs: number): Promise<C
   if (self === undefined || parent === undefined) return { name, status: 'FAIL', detail: `stat ${dir}: unexpected output` };
   if (self.type !== 'directory') return { name, status: 'FAIL', detail: `${dir} is not a directory`, fix: 'choose a directory as the mount point' };
   if (self.dev === parent.dev) return { name, status: 'note', detail: `${dir} exists and is not mounted` };
+  // stat can be answered from the kernel's attribute cache for a moment after
+  // the daemon died; listing the directory always reaches the daemon.
+  const listing = await runProbe('ls', ['-a', '--', dir], timeoutMs);
+  if (listing.timedOut) {
+    return { name, status: 'FAIL', detail: `${dir} did not answer ls within ${timeoutMs} ms (a hung mount)`, fix: staleFix };
+  }
+  if (listing.failed) {
+    if (/Transport endpoint is not connected/i.test(listing.err)) {
+      return { name, status: 'FAIL', detail: `${dir} is a stale mount (transport endpoint is not connected: its daemon is gone)`, fix: staleFix };
+    }
+    return { name, status: 'FAIL', detail: `ls ${dir}: ${listing.err.trim().split('\n')[0] ?? 'failed'}` };
+  }
   return { name, status: 'ok', detail: `${dir} is mounted and answers` };
+}
+
+interface ProbeResult { out: string; err: string; timedOut: boolean; failed: boolean }
+
+/** Runs a shell tool against a path in a child process, killed after `timeoutMs`. */
+function runProbe(command: string, args: string[], timeoutMs: number): Promise<ProbeResult> {
+  return new Promise((resolvePromise) => {
+    execFile(command, args, { encoding: 'utf8', timeout: timeoutMs, killSignal: 'SIGKILL', env: { ...process.env, LC_ALL: 'C' } }, (err, out, errOut) => {
+      const timedOut = err !== null && (err as { killed?: boolean }).killed === true;
+      resolvePromise({ out, err: errOut, timedOut, failed: err !== null });
+    });
+  });
 }
