@@ -76,6 +76,9 @@ fuseSuite('disk cache faults', () => {
     const m = mount;
     const done = await waitFor(() => /prefetch: .*done/.test(m.stderr), 60_000);
     expect(done, m.stderr).toBe(true);
+    // Disk writes trail the memory cache (write-through in the background),
+    // so the full-disk line may come a moment after prefetch says done.
+    await waitFor(() => m.stderr.includes('cannot write to --cache-dir'), 30_000);
     const full = m.stderr.split('\n').filter((l) => l.includes('cannot write to --cache-dir'));
     expect(full.length, m.stderr).toBe(1);
     expect(full[0]).toMatch(/ENOSPC|no space/i);
