@@ -48,7 +48,7 @@ describe('ContentCache', () => {
     const buf = Buffer.from('persisted bytes');
     const first = new ContentCache({ maxBytes: 1000, dir });
     first.put(sha256Hex(buf), buf);
-    await new Promise((r) => setTimeout(r, 100));
+    await first.whenWritten();
     const second = new ContentCache({ maxBytes: 1000, dir });
     expect(second.getMemory(sha256Hex(buf))).toBeUndefined();
     expect(await second.get(sha256Hex(buf))).toEqual(buf);
@@ -63,7 +63,7 @@ describe('ContentCache', () => {
     const logs: string[] = [];
     const cache = new ContentCache({ maxBytes: 0, dir, log: (l) => logs.push(l) });
     await new ContentFetcher({ client, cache }).get(node);
-    await new Promise((r) => setTimeout(r, 100));
+    await cache.whenWritten();
     const file = cache.pathFor(node.sha256);
     await writeFile(file, 'the fake bytes\n');
     const fresh = new ContentCache({ maxBytes: 0, dir, log: (l) => logs.push(l) });
@@ -71,7 +71,7 @@ describe('ContentCache', () => {
     expect(got.toString()).toBe('the real bytes\n');
     expect(client.calls.file).toBe(2);
     expect(logs.join('\n')).toContain('does not match its sha256');
-    await new Promise((r) => setTimeout(r, 100));
+    await fresh.whenWritten();
     expect((await fresh.get(node.sha256))?.toString()).toBe('the real bytes\n');
   });
 
@@ -81,9 +81,9 @@ describe('ContentCache', () => {
     const first = new ContentCache({ maxBytes: 0, dir, dirMaxBytes: 250 });
     first.put(sha256Hex(bufs[0]!), bufs[0]!);
     first.put(sha256Hex(bufs[1]!), bufs[1]!);
-    await new Promise((r) => setTimeout(r, 100));
+    await first.whenWritten();
     first.put(sha256Hex(bufs[2]!), bufs[2]!); // evicts bufs[0] from disk
-    await new Promise((r) => setTimeout(r, 100));
+    await first.whenWritten();
     expect(first.stats().diskBytes).toBeLessThanOrEqual(250);
     expect(await first.get(sha256Hex(bufs[0]!))).toBeUndefined();
     expect(await first.get(sha256Hex(bufs[2]!))).toEqual(bufs[2]);
@@ -95,7 +95,7 @@ describe('ContentCache', () => {
     expect(second.stats().diskEntries).toBe(2);
     expect(await readdir(join(dir, 'ab'))).toEqual([]); // a crashed write's temp file is removed
     second.put(sha256Hex(bufs[3]!), bufs[3]!);
-    await new Promise((r) => setTimeout(r, 100));
+    await second.whenWritten();
     expect(second.stats().diskEntries).toBe(2);
     const onDisk = (await readdir(dir, { recursive: true })).filter((n) => /[0-9a-f]{64}$/.test(n));
     expect(onDisk).toHaveLength(2);
@@ -113,7 +113,7 @@ describe('ContentCache', () => {
       const b = Buffer.from(`b${i}`);
       cache.put(sha256Hex(b), b);
     }
-    await new Promise((r) => setTimeout(r, 100));
+    await cache.whenWritten();
     expect(logs.filter((l) => l.includes('cannot write to --cache-dir'))).toHaveLength(1);
     expect(cache.getMemory(sha256Hex(Buffer.from('b2')))?.toString()).toBe('b2');
     expect(await readdir(dir)).toEqual(['sub']);

@@ -41,6 +41,8 @@ export class ContentCache {
   /** Resolves when the start-up scan of --cache-dir has indexed what is there. */
   readonly scanned: Promise<void>;
   private diskBroken = false;
+  /** Background disk writes and evictions in flight: write-through never delays a reader. */
+  private readonly pendingWrites = new Set<Promise<void>>();
   private memoryBytes = 0;
 
   constructor(opts: ContentCacheOptions) {
@@ -50,7 +52,7 @@ export class ContentCache {
       maxSize: Math.max(1, opts.dirMaxBytes ?? DEFAULT_CACHE_DIR_SIZE),
       sizeCalculation: (size) => Math.max(1, size),
       dispose: (_size, sha256, reason) => {
-        if (reason === 'evict') void unlink(this.pathFor(sha256)).catch(() => undefined);
+        if (reason === 'evict') this.trackWrite(unlink(this.pathFor(sha256)).catch(() => undefined));
       },
     });
     this.scanned = this.dir === undefined ? Promise.resolve() : this.scan(this.dir);
@@ -108,8 +110,18 @@ export class ContentCache {
     this.remember(sha256, buf);
     if (this.dir !== undefined && !this.diskBroken && !this.onDisk.has(sha256)) {
       this.onDisk.set(sha256, buf.length);
-      if (this.onDisk.has(sha256)) void this.writeDisk(sha256, buf); // larger than the whole disk bound: not kept
+      if (this.onDisk.has(sha256)) this.trackWrite(this.writeDisk(sha256, buf)); // else larger than the whole disk bound: not kept
     }
+  }
+
+  /** Resolves once every disk write or eviction started so far has landed (or failed and been logged). */
+  async whenWritten(): Promise<void> {
+    await Promise.all([...this.pendingWrites]);
+  }
+
+  private trackWrite(write: Promise<void>): void {
+    this.pendingWrites.add(write);
+    void write.finally(() => this.pendingWrites.delete(write));
   }
 
   stats(): { entries: number; bytes: number; diskEntries: number; diskBytes: number } {
