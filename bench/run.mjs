@@ -23,7 +23,7 @@ import { mkdirSync, writeFileSync, cpSync, rmSync, existsSync, readFileSync } fr
 import { join } from 'node:path';
 import os from 'node:os';
 import { generateCorpus, DEFAULTS } from './corpus.mjs';
-import { log, setVerbose, installCleanupHandlers, cleanup, run, stop } from './lib/proc.mjs';
+import { log, setVerbose, installCleanupHandlers, cleanup, onCleanup, run, stop } from './lib/proc.mjs';
 import { summarize, round3 } from './lib/stats.mjs';
 import { battery, timed, grepCommand } from './lib/commands.mjs';
 import { coldRounds, warmRounds } from './lib/rounds.mjs';
@@ -114,6 +114,7 @@ if (!existsSync(`${viewDir}.done`)) {
 }
 const runDir = join(opts.work, `run-${process.pid}`);
 mkdirSync(runDir, { recursive: true });
+onCleanup(() => rmSync(runDir, { recursive: true, force: true }));
 log(`corpus ready: ${corpus.materialisedFiles} files, ${(corpus.bytes / 1e6).toFixed(1)} MB (${(corpus.diskBytes / 1e6).toFixed(1)} MB on disk) [${elapsed()}]`);
 
 /** Re-reads the corpus so servers that read it (control plane, static server) start warm again after a cache drop. */
@@ -270,7 +271,6 @@ try {
   fail('bench', err);
 } finally {
   await cleanup();
-  rmSync(runDir, { recursive: true, force: true });
 }
 results.errors.push(...consistencyErrors(results));
 const codeAtEnd = await codeVersion();

@@ -142,9 +142,19 @@ export async function waitMounted(path, ms) {
   }
 }
 
+const finalizers = [];
+
+/** Runs after every child is stopped and every mount detached (e.g. removing the run's scratch directory). */
+export function onCleanup(fn) {
+  finalizers.push(fn);
+}
+
 export async function cleanup() {
   await Promise.all([...children].map((h) => stop(h, 3000)));
   for (const m of mounts) await unmount(m);
+  for (const f of finalizers.splice(0)) {
+    try { f(); } catch { /* best effort */ }
+  }
 }
 
 function lastResort() {
