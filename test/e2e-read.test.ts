@@ -1,6 +1,6 @@
 // End to end: a real control plane, real mounts (`knowledgefs mount` as child
 // processes), the real CLI (`node bin/knowledgefs.js read|manifest|reminder`)
-// and real shell tools, for the read tool's scenarios of issue 4:
+// and real shell tools, for the read tool's scenarios:
 //
 // - personal session (creator in payments and search, bound to payments,
 //   threshold too low for search): search is not on disk, `cat` fails, `read`

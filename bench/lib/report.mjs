@@ -72,7 +72,7 @@ function scaleAt(results, files) {
   return (results.scale ?? []).find((s) => !s.error && Math.abs(s.files - files) / files < 0.05) ?? null;
 }
 
-/** Each target of the issue: measured value, limit, verdict (null when not measured). */
+/** Each performance target: measured value, limit, verdict (null when not measured). */
 export function checkTargets(results) {
   const t = [];
   const add = (name, value, limit, ok, unit) => t.push({ name, value, limit, unit, ok: value === null || value === undefined ? null : ok });
