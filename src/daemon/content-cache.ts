@@ -86,6 +86,9 @@ export class ContentCache {
     const hit = this.memory?.get(sha256);
     if (hit !== undefined) return hit;
     if (this.dir === undefined) return undefined;
+    // Let the start-up scan finish first, or it could index a file this call
+    // is about to delete as corrupt (and the refetched bytes would never be written).
+    await this.scanned;
     const file = this.pathFor(sha256);
     let buf: Buffer;
     try {
@@ -169,6 +172,8 @@ export class ContentCache {
   private async writeDisk(sha256: string, buf: Buffer): Promise<void> {
     const file = this.pathFor(sha256);
     const tmp = `${file}.${randomBytes(6).toString('hex')}.tmp`;
+    // The start-up scan deletes stray temp files: a write racing it would lose its own.
+    await this.scanned;
     try {
       await mkdir(join(this.dir ?? '', sha256.slice(0, 2)), { recursive: true, mode: 0o700 });
       await writeFile(tmp, buf, { mode: 0o600 });
