@@ -22,6 +22,7 @@ import {
 import { formatChecks, runDoctor } from '../src/cli/commands/doctor.js';
 import { startControlSocket } from '../src/daemon/control-socket.js';
 import { BIN } from './helpers/control-plane.js';
+import { run } from './helpers/mount.js';
 import { startControlPlane, type TestControlPlane } from './helpers/control-plane.js';
 import { makeDataDir, removeDataDir } from './helpers/data-dir.js';
 
@@ -31,18 +32,8 @@ const base: Probes = { ...systemProbes(process.env) };
 interface Run { code: number | null; stdout: string; stderr: string }
 
 function doctor(args: string[], env: Record<string, string> = {}): Promise<Run> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [BIN, 'doctor', ...args], {
-      env: { ...process.env, KNOWLEDGEFS_SOCKET: join(tmp, 'no-daemon.sock'), KNOWLEDGEFS_TOKEN: '', KNOWLEDGEFS_SERVER: '', ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (d: string) => { stdout += d; });
-    child.stderr.setEncoding('utf8').on('data', (d: string) => { stderr += d; });
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
+  const defaults = { KNOWLEDGEFS_SOCKET: join(tmp, 'no-daemon.sock'), KNOWLEDGEFS_TOKEN: '', KNOWLEDGEFS_SERVER: '' };
+  return run(process.execPath, [BIN, 'doctor', ...args], { env: { ...defaults, ...env }, timeoutMs: 60_000 });
 }
 
 const fuseHere = (existsSync('/dev/fuse') && process.getuid?.() === 0) || process.env.CI === 'true';
