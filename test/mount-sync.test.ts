@@ -39,6 +39,8 @@ fuseSuite('mount sync', () => {
         'account/edit-me.md': 'version one\n',
         'account/same-size.md': 'AAAA\n',
         'account/delete-me.md': 'soon gone\n',
+        'account/stat-me.md': 'looked up, then deleted\n',
+        'account/shape': 'a file for now\n',
         'teams/payments/DUTY.md': '# Payments\n',
         'teams/search/DUTY.md': '# Search\n',
         'teams/search/runbooks/reindex.md': 'reindex steps\n',
@@ -74,6 +76,29 @@ fuseSuite('mount sync', () => {
     expect(added).toBe(true);
     const found = await run('find', ['knowledge', '-name', 'added.md'], { cwd: m.dir });
     expect(found.stdout.trim()).toBe('knowledge/account/new/added.md');
+  });
+
+  it('a deleted file stops answering stat, and a path can turn from file to directory and back', async () => {
+    const m = await mountFor({ kind: 'team', creator: 'alice', team: 'payments' });
+    const statMe = join(m.mountpoint, 'account/stat-me.md');
+    const shape = join(m.mountpoint, 'account/shape');
+    // Look both names up so the kernel caches them (entries and attributes, 1 s).
+    expect((await run('stat', ['-c', '%F', statMe])).stdout.trim()).toBe('regular file');
+    expect((await cat(shape)).stdout).toBe('a file for now\n');
+
+    await removeDataFile(dataDir, 'account/stat-me.md');
+    expect(await waitFor(async () => (await run('stat', [statMe])).code !== 0, BOUND)).toBe(true);
+    expect((await run('stat', [statMe])).stderr).toMatch(/No such file or directory/);
+
+    await removeDataFile(dataDir, 'account/shape');
+    await writeDataFile(dataDir, 'account/shape/inside.md', 'now a directory\n');
+    expect(await waitFor(async () => (await cat(join(shape, 'inside.md'))).stdout === 'now a directory\n', BOUND)).toBe(true);
+    expect((await run('stat', ['-c', '%F', shape])).stdout.trim()).toBe('directory');
+
+    await removeDataFile(dataDir, 'account/shape');
+    await writeDataFile(dataDir, 'account/shape', 'a file again\n');
+    expect(await waitFor(async () => (await cat(shape)).stdout === 'a file again\n', BOUND)).toBe(true);
+    expect((await run('stat', ['-c', '%F', shape])).stdout.trim()).toBe('regular file');
   });
 
   it('a same-size edit that keeps the mtime is still seen (the kernel page cache is dropped)', async () => {
