@@ -13,7 +13,10 @@ import { parseBatchStream, type BatchItem } from '../src/daemon/batch-stream.js'
 import { ContentCache } from '../src/daemon/content-cache.js';
 import { HttpControlClient, type BatchOptions, type ControlClient } from '../src/daemon/control-client.js';
 import { ContentFetcher } from '../src/daemon/fetcher.js';
-import { Prefetcher, splitBatches } from '../src/daemon/prefetch.js';
+import { KnowledgeFilesystem } from '../src/daemon/filesystem.js';
+import { GrantCache } from '../src/daemon/grant-cache.js';
+import { BATCH_BYTES, BATCH_FILES, Prefetcher, splitBatches } from '../src/daemon/prefetch.js';
+import { DirectoryReadAhead, readAheadBytes } from '../src/daemon/read-ahead.js';
 import { makeDataDir, removeDataDir } from './helpers/data-dir.js';
 import { startControlPlane, type TestControlPlane } from './helpers/control-plane.js';
 import { pathStartsWith, startFaultProxy, type FaultProxy } from './helpers/fault-proxy.js';
@@ -156,6 +159,73 @@ describe('batch over HTTP', () => {
         const bySha = new Map(notes.map((n) => [n.scopePath, n.sha256]));
         for (const item of items) if (!item.missing) expect(sha(item.body)).toBe(bySha.get(item.path));
       }
+    } finally {
+      proxy.setRules([]);
+      await c.close();
+    }
+  });
+
+  /** The daemon's open path with read-ahead, no prefetch: what `grep -r` meets with --prefetch-content off. */
+  async function openPath(c: ControlClient) {
+    const tree = await planTree(c);
+    const fetcher = new ContentFetcher({ client: c, cache: new ContentCache({ maxBytes: 64 << 20 }) });
+    const readAhead = new DirectoryReadAhead({ fetcher, tree: () => tree, maxFiles: BATCH_FILES, maxBytes: BATCH_BYTES });
+    const fs = new KnowledgeFilesystem({ tree: () => tree, grants: new GrantCache(c, 5000), fetcher, readAhead, requestTimeoutMs: 5000 });
+    const readAll = async (path: string) => {
+      const fd = await fs.open(path, 0);
+      const buf = Buffer.alloc(1 << 20);
+      const n = fs.read(fd, buf, buf.length, 0);
+      fs.release(fd);
+      return buf.subarray(0, n);
+    };
+    return { tree, fetcher, readAhead, readAll };
+  }
+
+  it('read-ahead: opening the files of a directory in order costs one file request and one batch; a lone open reads nothing ahead', async () => {
+    const c = client(proxy.url);
+    try {
+      const { tree, fetcher, readAhead, readAll } = await openPath(c);
+      proxy.resetCounts();
+      expect((await readAll('/team_payments/DUTY.md')).toString()).toBe('# Payments\n');
+      expect([fetcher.fetches, readAhead.started]).toEqual([1, 0]);
+
+      const notes = tree.readdirNames('/team_payments/notes')!.map((n) => `/team_payments/notes/${n}`);
+      for (const path of notes) {
+        const node = tree.get(path)!;
+        expect(sha(await readAll(path)), path).toBe(node.kind === 'file' ? node.sha256 : '');
+      }
+      // The first note was a miss like DUTY.md's (another directory); the second started one read-ahead of the rest.
+      expect(readAhead.started).toBe(1);
+      expect(fetcher.fetches).toBe(2);
+      expect(proxy.count((r) => r.url.startsWith('/v1/batch'))).toBe(1);
+      expect(proxy.count((r) => r.url.startsWith('/v1/files/'))).toBe(2);
+    } finally {
+      await c.close();
+    }
+  });
+
+  it('read-ahead only takes what the cache can keep: a quarter of memory, the batch bound with --cache-dir, none without room', () => {
+    expect(readAheadBytes(4 << 20, 256 << 20, false)).toBe(4 << 20);
+    expect(readAheadBytes(4 << 20, 1 << 20, false)).toBe(256 << 10);
+    expect(readAheadBytes(4 << 20, 0, false)).toBe(0);
+    expect(readAheadBytes(4 << 20, 16 << 10, false)).toBe(0);
+    expect(readAheadBytes(4 << 20, 0, true)).toBe(4 << 20);
+  });
+
+  it('read-ahead through a proxy that corrupts batches: every open still gets exactly its bytes, and read-ahead pauses after the failure', async () => {
+    const c = client(proxy.url);
+    try {
+      const { tree, fetcher, readAhead, readAll } = await openPath(c);
+      proxy.resetCounts();
+      proxy.setRules([{ mode: { kind: 'flip' }, match: pathStartsWith('/v1/batch') }]);
+      // The flip lands mid-body: files before it arrive by the batch, the rest one by one.
+      for (const name of tree.readdirNames('/team_payments/notes')!) {
+        const node = tree.get(`/team_payments/notes/${name}`)!;
+        expect(sha(await readAll(node.path))).toBe(node.kind === 'file' ? node.sha256 : '');
+      }
+      expect(readAhead.started).toBe(1);
+      expect(proxy.count((r) => r.url.startsWith('/v1/batch'))).toBe(1);
+      expect(fetcher.fetches).toBeGreaterThan(2);
     } finally {
       proxy.setRules([]);
       await c.close();

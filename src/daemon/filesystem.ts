@@ -11,6 +11,7 @@
 //   2. the per-scope grant (cached ≤ --grant-ttl) and the content (memory →
 //      disk → control plane, verified against the plan's sha256) are
 //      obtained in parallel; both must succeed, within --request-timeout;
+//      a miss may read the rest of the directory ahead (read-ahead.ts);
 //   3. denied → ENOENT and the scope leaves the tree at once (onDenied);
 //      the file vanished on the control plane → ENOENT and a sync is asked for;
 //   4. the verified Buffer is pinned to the handle: every read of that handle
@@ -22,12 +23,15 @@ import type { FileNode, NodeStat, Tree } from '../core/tree.js';
 import { EBADF, EISDIR, ENOTDIR, ErrnoError } from './errno.js';
 import type { ContentFetcher } from './fetcher.js';
 import type { GrantCache } from './grant-cache.js';
+import type { DirectoryReadAhead } from './read-ahead.js';
 
 export interface FilesystemDeps {
   /** The current tree; swapped whole by the sync loop. */
   readonly tree: () => Tree;
   readonly grants: GrantCache;
   readonly fetcher: ContentFetcher;
+  /** Told of every open whose bytes are not in memory (directory read-ahead). */
+  readonly readAhead?: Pick<DirectoryReadAhead, 'onMiss'>;
   /** Bound on one open, grant and fetch together (--request-timeout). */
   readonly requestTimeoutMs: number;
   /** The control plane denied `scope`: remove it from the tree now. */
@@ -137,6 +141,7 @@ export class KnowledgeFilesystem {
       const cached = this.deps.fetcher.cached(node.sha256);
       if (cached !== undefined) return this.pin(cached);
     }
+    if (!this.deps.fetcher.isCached(node.sha256)) this.deps.readAhead?.onMiss(node);
     return this.withDeadline(this.authoriseAndLoad(node)).then((buf) => this.pin(buf));
   }
 

@@ -26,7 +26,8 @@ import { describeFuseProblems, fuseProblems } from './fuse-check.js';
 import { mountFuse, type FuseMount } from './fuse-adapter.js';
 import { GrantCache } from './grant-cache.js';
 import { describeMountOptions, validateMountOptions, MOUNT_DEFAULTS, type MountOptions } from './options.js';
-import { Prefetcher } from './prefetch.js';
+import { BATCH_BYTES, BATCH_FILES, Prefetcher } from './prefetch.js';
+import { DirectoryReadAhead, readAheadBytes } from './read-ahead.js';
 import { cleanStaleMount } from './stale-mount.js';
 import { SyncLoop } from './sync-loop.js';
 
@@ -69,6 +70,12 @@ export class MountDaemon {
       tree: () => this.tree,
       grants: this.grants,
       fetcher: this.fetcher,
+      readAhead: new DirectoryReadAhead({
+        fetcher: this.fetcher,
+        tree: () => this.tree,
+        maxFiles: BATCH_FILES,
+        maxBytes: readAheadBytes(BATCH_BYTES, opts.cacheSize, opts.cacheDir !== undefined),
+      }),
       requestTimeoutMs: opts.requestTimeoutMs,
       onDenied: (scope) => this.removeScope(scope),
       onMissing: () => this.requestSync(),
