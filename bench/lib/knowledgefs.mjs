@@ -2,8 +2,9 @@
 // `mount` (each its own process), the admin HTTP API for sessions, the
 // daemon's local control socket for status and the read tool.
 //
-// Every mount gets a fresh --cache-dir so a "cold" mount never finds content
-// spilled to disk by an earlier one.
+// Mounts run with the defaults (content cached in memory only), so every
+// mount starts cold. `cacheDir: true` adds a fresh --cache-dir (the disk
+// spill), so a "cold" mount never finds content spilled by an earlier one.
 
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, writeFileSync, rmSync, readFileSync } from 'node:fs';
@@ -64,15 +65,18 @@ export async function startMount(server, tokenFile, workDir, opts = {}) {
   const n = ++mountSeq;
   const base = join(workDir, `m${n}`);
   const mnt = join(base, 'knowledge');
-  const cacheDir = join(workDir, `cache${n}`);
-  rmSync(cacheDir, { recursive: true, force: true });
+  const cacheDir = opts.cacheDir === true ? join(workDir, `cache${n}`) : undefined;
   mkdirSync(mnt, { recursive: true });
-  mkdirSync(cacheDir, { recursive: true });
+  if (cacheDir !== undefined) {
+    rmSync(cacheDir, { recursive: true, force: true });
+    mkdirSync(cacheDir, { recursive: true });
+  }
   const socket = join(workDir, `s${n}.sock`);
   const args = ['mount', mnt, '--server', server.url, '--token-file', tokenFile,
     '--prefetch-threshold', opts.threshold ?? '1GiB',
     '--prefetch-content', opts.prefetch ?? 'on',
-    '--cache-dir', cacheDir, '--socket', socket];
+    '--socket', socket];
+  if (cacheDir !== undefined) args.push('--cache-dir', cacheDir);
   if (opts.grantTtl !== undefined) args.push('--grant-ttl', opts.grantTtl);
   for (const extra of opts.extraArgs ?? []) args.push(extra);
   trackMount(mnt);
@@ -96,7 +100,7 @@ export async function startMount(server, tokenFile, workDir, opts = {}) {
 export async function stopMount(mount) {
   await stop(mount.handle, 10_000);
   await unmount(mount.mnt);
-  rmSync(mount.cacheDir, { recursive: true, force: true });
+  if (mount.cacheDir !== undefined) rmSync(mount.cacheDir, { recursive: true, force: true });
 }
 
 /** VmRSS and VmHWM of a process, in MiB. */
