@@ -65,13 +65,11 @@ export function resolveWithHeld(changes: PlanChanges, held: HeldScopes): Plan | 
 /** A `plan` for the sync loop that asks for changes when the client can. */
 export function planSource(client: ControlClient, held: () => HeldScopes): Pick<ControlClient, 'plan'> {
   const changesClient = client as ControlClient & Partial<PlanChangesClient>;
-  if (typeof changesClient.planChanges !== 'function') return { plan: (req) => client.plan(req) };
-  const planChanges = changesClient.planChanges.bind(client);
   return {
     async plan(req: PlanRequest): Promise<Plan | null> {
       const known = knownScopes(held());
-      if (known.length === 0) return client.plan(req);
-      const changes = await planChanges(req, known);
+      if (typeof changesClient.planChanges !== 'function' || known.length === 0) return client.plan(req);
+      const changes = await changesClient.planChanges(req, known);
       if (changes === null) return null;
       return resolveWithHeld(changes, held()) ?? client.plan({ threshold: req.threshold, signal: req.signal });
     },
