@@ -7,7 +7,7 @@ import { readdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fileStateStore, type StateStore } from '../src/server/state-file.js';
-import type { PersistedState } from '../src/server/session-registry.js';
+import { SessionRegistry, type PersistedState, type StateChange } from '../src/server/session-registry.js';
 import { makeDataDir, removeDataDir } from './helpers/data-dir.js';
 import { startControlPlane } from './helpers/control-plane.js';
 
@@ -28,14 +28,15 @@ const auth = (token: string) => ({ authorization: `Bearer ${token}` });
 describe('state store faults', () => {
   it('a failing save is answered 503 and not acknowledged; the next save persists it', async () => {
     const stateFile = join(dir, 'faulty-state.json');
-    const real = fileStateStore<PersistedState>(stateFile);
+    const real = fileStateStore<PersistedState, StateChange>(stateFile);
     let failing = false;
-    const flaky: StateStore<PersistedState> = {
+    const flaky: StateStore<PersistedState, StateChange> = {
       load: () => real.load(),
-      save: async (state) => {
+      commit: async (changes, state) => {
         if (failing) throw new Error('ENOSPC: no space left on device');
-        await real.save(state);
+        await real.commit(changes, state);
       },
+      close: () => real.close(),
     };
     const cp = await startControlPlane({ dataDir: dir, stateFile, deps: { stateStore: flaky } });
     try {
@@ -51,8 +52,8 @@ describe('state store faults', () => {
       expect(retry.status).toBe(200);
       // The failed attempt was rolled back: the retry is the read that mounts.
       expect(await retry.json()).toMatchObject({ mounted: true });
-      const saved = await real.load();
-      expect(saved?.sessions.find((x) => x.id === s.sessionId)?.mounted).toEqual(['search']);
+      const saved = await SessionRegistry.open(fileStateStore<PersistedState, StateChange>(stateFile));
+      expect(saved.get(s.sessionId)?.mounted).toEqual(['search']);
     } finally {
       await cp.close();
     }

@@ -111,6 +111,30 @@ describe('plans follow the data dir', () => {
     expect(Date.now() - t1).toBeLessThan(20_000);
   });
 
+  it('known= sends the scopes held at the same version as stubs; version, ETag and 304 are the full plan\'s', async () => {
+    const s = await cp.createSession({ kind: 'personal', creator: 'alice', team: 'payments' });
+    const full = (await plan(s.token)).plan as Plan;
+    const [account, payments] = full.scopes;
+    const prefix = (v: string | undefined) => (v ?? '').slice(0, 16);
+    // account held at its version (a prefix names it), payments at a version it no longer has.
+    const known = `account:${prefix(account?.version)},team_payments:${'0'.repeat(16)}`;
+    const res = await fetch(`${cp.url}/v1/plan?threshold=1000000&known=${encodeURIComponent(known)}`, { headers: auth(s.token) });
+    expect(res.status).toBe(200);
+    expect(res.headers.get('etag')).toBe(`"${full.version}"`);
+    const changes = (await res.json()) as { version: string; scopes: Record<string, unknown>[] };
+    expect(changes.version).toBe(full.version);
+    expect(changes.scopes[0]).toEqual({ scope: 'account', version: account?.version, totalBytes: account?.totalBytes, unchanged: true });
+    expect(changes.scopes[1]).toEqual(payments);
+    expect(changes.scopes.map((x) => x.scope)).toEqual(full.scopes.map((x) => x.scope));
+    // A matching If-None-Match is still a 304, whatever is known.
+    const etag = res.headers.get('etag') as string;
+    expect((await plan(s.token, `threshold=1000000&known=${encodeURIComponent(known)}`, etag)).status).toBe(304);
+    for (const bad of ['account', 'account:abc', 'nosuch:0123456789abcdef', `account:${'0'.repeat(16)},`]) {
+      const r = await fetch(`${cp.url}/v1/plan?known=${encodeURIComponent(bad)}`, { headers: auth(s.token) });
+      expect(r.status, bad).toBe(400);
+    }
+  });
+
   it('closing the server ends pending long-polls promptly', async () => {
     const other = await startControlPlane({ dataDir: dir, scanIntervalMs: 60_000 });
     const s = await other.createSession({ kind: 'team', creator: 'alice', team: 'payments' });

@@ -48,7 +48,8 @@ export function sideTable(results) {
   }
   const rt = results.readTool;
   if (rt) {
-    rows.push(['read tool, mounted file: p50 / p99 (ms)', `${fmtMs(rt.mounted.p50)} / ${fmtMs(rt.mounted.p99)}`]);
+    rows.push(['read tool, mounted file, first read: p50 / p99 (ms)', `${fmtMs(rt.mountedFirstRead.p50)} / ${fmtMs(rt.mountedFirstRead.p99)}`]);
+    rows.push(['read tool, mounted file, re-read: p50 / p99 (ms)', `${fmtMs(rt.mountedReread.p50)} / ${fmtMs(rt.mountedReread.p99)}`]);
     rows.push(['read tool, unmounted team: p50 / p99 (ms)', `${fmtMs(rt.unmounted.p50)} / ${fmtMs(rt.unmounted.p99)}`]);
     rows.push(['`knowledgefs read` CLI end to end, median (ms)', fmtMs(rt.cliEndToEndMs.median)]);
   }
@@ -93,7 +94,9 @@ export function checkTargets(results) {
   add('mount ready ≤ 5 s at 100 000 files', s100 ? s100.ready.median / 1000 : null, 5, s100 && s100.ready.median <= 5000, 's');
   add('daemon RSS ≤ 150 MB at 100 000 files, no content', s100 ? (s100.rss.median * 1048576) / 1e6 : null, 150, s100 && s100.rss.median * 1048576 <= 150e6, 'MB');
   const rt = results.readTool;
-  add('read tool p50 ≤ 5 ms, mounted', rt?.mounted.p50 ?? null, 5, rt && rt.mounted.p50 <= 5, 'ms');
+  // The slower of first read and re-read: the target holds for both.
+  const mountedP50 = rt ? Math.max(rt.mountedFirstRead.p50, rt.mountedReread.p50) : null;
+  add('read tool p50 ≤ 5 ms, mounted', mountedP50, 5, rt && mountedP50 <= 5, 'ms');
   add('read tool p50 ≤ 20 ms, unmounted team', rt?.unmounted.p50 ?? null, 20, rt && rt.unmounted.p50 <= 20, 'ms');
   return t;
 }

@@ -95,3 +95,60 @@ export function buildPlan(input: PlanInput): Plan {
     scopes,
   };
 }
+
+// Plan changes: a plan in which each scope the daemon already holds at the
+// same version comes as a stub without its files (GET /v1/plan?known=…).
+// Everything else (version, mode, mounted, which scopes) is the full plan's,
+// computed by the control plane, so ETags and long-polls work unchanged; the
+// daemon fills each stub from what it holds, or fetches the full plan.
+
+/** A scope the daemon holds: its name and version. */
+export interface KnownScope {
+  readonly scope: ScopeName;
+  readonly version: string;
+}
+
+/** Hex digits of a scope version a request names it by; the stub carries the full version to compare. */
+export const KNOWN_VERSION_PREFIX = 16;
+
+export interface UnchangedScope {
+  readonly scope: ScopeName;
+  readonly version: string;
+  readonly totalBytes: number;
+  readonly unchanged: true;
+}
+
+export interface PlanChanges extends Omit<Plan, 'scopes'> {
+  readonly scopes: readonly (ScopeSnapshot | UnchangedScope)[];
+}
+
+export function isUnchangedScope(s: ScopeSnapshot | UnchangedScope): s is UnchangedScope {
+  return (s as Partial<UnchangedScope>).unchanged === true;
+}
+
+/** `known=` of a plan request: `scope:prefix` pairs, comma-separated. */
+export function formatKnownScopes(known: readonly KnownScope[]): string {
+  return known.map((k) => `${k.scope}:${k.version.slice(0, KNOWN_VERSION_PREFIX)}`).join(',');
+}
+
+/**
+ * The full plan: each stub filled with the files `held` returns for its
+ * (scope, version). Null when one is not held (the daemon's tree changed
+ * while the request was out): the caller then asks for the full plan.
+ */
+export function resolvePlanChanges(
+  changes: PlanChanges,
+  held: (scope: ScopeName, version: string) => readonly PlanFile[] | undefined,
+): Plan | null {
+  const scopes: ScopeSnapshot[] = [];
+  for (const s of changes.scopes) {
+    if (!isUnchangedScope(s)) {
+      scopes.push(s);
+      continue;
+    }
+    const files = held(s.scope, s.version);
+    if (files === undefined) return null;
+    scopes.push({ scope: s.scope, version: s.version, totalBytes: s.totalBytes, files });
+  }
+  return { ...changes, scopes };
+}

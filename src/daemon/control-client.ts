@@ -33,6 +33,8 @@ import {
   type SessionView,
 } from '../core/wire.js';
 import { checkGrant, checkManifest, checkPlan, checkReadResponse, checkReminder, checkSession } from './wire-check.js';
+import { formatKnownScopes, type KnownScope, type PlanChanges } from '../core/plan.js';
+import { checkPlanChanges } from './wire-check.js';
 
 export interface FileBody {
   readonly body: Buffer;
@@ -335,6 +337,18 @@ export class HttpControlClient implements ControlClient {
     if (status === 403) return new KnowledgeError(code === 'forbidden' ? 'forbidden' : 'denied', message ?? 'denied');
     if (code !== undefined && code !== 'internal' && code !== 'config') return new KnowledgeError(code, message ?? code);
     return new KnowledgeError('unavailable', `control plane at ${this.serverUrl} answered ${status}${message ? `: ${message}` : ''}`);
+  }
+
+  /** `plan`, naming the scopes held: those still at that version come back as stubs without files (plan-changes.ts). */
+  async planChanges(req: PlanRequest, known: readonly KnownScope[]): Promise<PlanChanges | null> {
+    const waitMs = req.waitMs ?? 0;
+    let path = `/v1/plan?threshold=${req.threshold}&known=${encodeURIComponent(formatKnownScopes(known))}`;
+    if (waitMs > 0) path += `&wait=${(waitMs / 1000).toFixed(3).replace(/\.?0+$/, '')}`;
+    const headers: Record<string, string> = {};
+    if (req.etag !== undefined && req.etag !== '') headers['if-none-match'] = `"${req.etag}"`;
+    const reply = await this.call(path, { headers, extraTimeoutMs: waitMs, signal: req.signal });
+    if (reply.status === 304) return null;
+    return checkPlanChanges(this.json(reply));
   }
 }
 

@@ -10,8 +10,9 @@
 // it never throws out of the loop. A 401 means the session is gone: the tree
 // is emptied (fail closed).
 //
-// `refreshNow()` fetches a full plan out of band (after a read mounted a
-// team, or an open was denied). Each fetch takes a sequence number when it
+// `refreshNow()` fetches the plan out of band (after a read mounted a team,
+// or an open was denied). The client given here may fetch only the scopes
+// that changed (plan-changes.ts); what it returns is always a whole plan. Each fetch takes a sequence number when it
 // starts; a reply older than the last applied one is dropped, so two fetches
 // racing can never roll the tree back.
 

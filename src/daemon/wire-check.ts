@@ -4,7 +4,7 @@
 
 import { KnowledgeError } from '../core/errors.js';
 import { packPathProblem } from '../core/paths.js';
-import { planVersion, scopeVersion, type Plan, type PlanFile, type ScopeSnapshot } from '../core/plan.js';
+import { planVersion, scopeVersion, type Plan, type PlanChanges, type PlanFile, type ScopeSnapshot, type UnchangedScope } from '../core/plan.js';
 import { parseScope } from '../core/scope.js';
 import type { GrantResponse, ManifestResponse, ReadResponse, ReminderResponse, SessionView } from '../core/wire.js';
 
@@ -53,6 +53,26 @@ export function checkPlan(v: unknown): Plan {
   if (mode !== 'all-loadable' && mode !== 'bound-and-mounted') bad('plan (mode)');
   if (!isStringArray(mounted) || !Array.isArray(scopes)) bad('plan (lists)');
   const checked = scopes.map(checkScope);
+  if (planVersion(mode, checked, mounted) !== version) bad('plan (version does not match its scopes)');
+  return { sessionId, version, threshold, mode, mounted, scopes: checked };
+}
+
+function checkScopeOrStub(v: unknown): ScopeSnapshot | UnchangedScope {
+  if (!isObject(v) || v.unchanged === undefined) return checkScope(v);
+  const { scope, version, totalBytes, unchanged } = v;
+  if (unchanged !== true || typeof scope !== 'string' || parseScope(scope) === null) bad('plan (unchanged scope)');
+  if (typeof version !== 'string' || !SHA256.test(version) || !isCount(totalBytes)) bad('plan (unchanged scope fields)');
+  return { scope, version, totalBytes, unchanged: true };
+}
+
+/** A plan whose scopes may be stubs (`unchanged`); the plan version still covers every scope's version. */
+export function checkPlanChanges(v: unknown): PlanChanges {
+  if (!isObject(v)) bad('plan');
+  const { sessionId, version, threshold, mode, mounted, scopes } = v;
+  if (typeof sessionId !== 'string' || typeof version !== 'string' || !isCount(threshold)) bad('plan (header)');
+  if (mode !== 'all-loadable' && mode !== 'bound-and-mounted') bad('plan (mode)');
+  if (!isStringArray(mounted) || !Array.isArray(scopes)) bad('plan (lists)');
+  const checked = scopes.map(checkScopeOrStub);
   if (planVersion(mode, checked, mounted) !== version) bad('plan (version does not match its scopes)');
   return { sessionId, version, threshold, mode, mounted, scopes: checked };
 }

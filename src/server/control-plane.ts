@@ -23,7 +23,7 @@ import { directoryMembership, httpMembership, type MembershipSource } from './me
 import { resolveOptions, type ControlPlaneOptions, type ResolvedOptions } from './options.js';
 import type { PackStore } from './pack-store.js';
 import { createRouter, type Handler } from './router.js';
-import { SessionRegistry, type PersistedState } from './session-registry.js';
+import { SessionRegistry, type PersistedState, type StateChange } from './session-registry.js';
 import { fileStateStore, type StateStore } from './state-file.js';
 
 /** Replaceable parts, for tests that wrap the real ones (count calls, inject faults). */
@@ -31,7 +31,7 @@ export interface ControlPlaneDeps {
   readonly wrapPackStore?: (store: PackStore) => PackStore;
   readonly membership?: MembershipSource;
   readonly wrapMembership?: (source: MembershipSource) => MembershipSource;
-  readonly stateStore?: StateStore<PersistedState>;
+  readonly stateStore?: StateStore<PersistedState, StateChange>;
   readonly audit?: AuditSink;
 }
 
@@ -62,7 +62,7 @@ export async function createControlPlaneServer(input: ControlPlaneOptions, deps:
   const directory = await DirectorySource.open(join(options.dataDir, 'directory.json'), options.log);
   const store = new DirPackStore(options.dataDir, { maxFileSize: options.maxFileSize, log: options.log });
   await store.scan();
-  const registry = await SessionRegistry.open(deps.stateStore ?? fileStateStore<PersistedState>(options.stateFile));
+  const registry = await SessionRegistry.open(deps.stateStore ?? fileStateStore<PersistedState, StateChange>(options.stateFile));
   let membership =
     deps.membership ??
     (options.membershipUrl !== undefined
@@ -135,7 +135,7 @@ export async function createControlPlaneServer(input: ControlPlaneOptions, deps:
       await serverClosed;
       clearTimeout(force);
       await scanning;
-      await registry.drain();
+      await registry.close();
       await audit.close();
     },
   };

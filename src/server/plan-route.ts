@@ -9,12 +9,18 @@
 // 304s hand nothing out and write nothing, which keeps polling cheap.
 // Scope JSON is cached per snapshot so large plans are not re-serialized for
 // every runner.
+//
+// `known=scope:version-prefix,…` names the scopes the daemon already holds:
+// each of them still at that version is sent as a stub without files
+// (`"unchanged": true`), so a plan that changed in one scope (a new mount, an
+// edit) costs that scope, not the whole plan. Nothing else depends on it: the
+// version, ETag and long-poll are the full plan's.
 
 import { setTimeout as sleep } from 'node:timers/promises';
 import { KnowledgeError } from '../core/errors.js';
 import type { Decision } from '../core/policy.js';
-import { buildPlan, snapshotScope, type Plan, type ScopeSnapshot } from '../core/plan.js';
-import { ACCOUNT_SCOPE, teamScope } from '../core/scope.js';
+import { buildPlan, KNOWN_VERSION_PREFIX, snapshotScope, type Plan, type ScopeSnapshot, type UnchangedScope } from '../core/plan.js';
+import { ACCOUNT_SCOPE, parseScope, teamScope } from '../core/scope.js';
 import { empty, rawJsonResponse, type ApiRequest, type ApiResponse } from './api.js';
 import { audit, decider, type RouteContext } from './context.js';
 import type { SessionRecord } from './session-registry.js';
@@ -23,8 +29,12 @@ export const DEFAULT_PLAN_THRESHOLD = 256 * 1024 * 1024;
 
 const scopeJson = new WeakMap<ScopeSnapshot, string>();
 
-function serializePlan(plan: Plan): string {
+function serializePlan(plan: Plan, known: ReadonlyMap<string, string>): string {
   const scopes = plan.scopes.map((s) => {
+    const prefix = known.get(s.scope);
+    if (prefix !== undefined && s.version.startsWith(prefix)) {
+      return JSON.stringify({ scope: s.scope, version: s.version, totalBytes: s.totalBytes, unchanged: true } satisfies UnchangedScope);
+    }
     let json = scopeJson.get(s);
     if (json === undefined) {
       json = JSON.stringify(s);
@@ -84,6 +94,22 @@ function parseWait(text: string | null, maxMs: number): number {
   return Math.min(Number(text) * 1000, maxMs);
 }
 
+const KNOWN_ENTRY = new RegExp(`^([^:]+):([0-9a-f]{${KNOWN_VERSION_PREFIX},64})$`);
+
+/** `known=` → scope → version prefix. */
+function parseKnown(text: string | null): Map<string, string> {
+  const known = new Map<string, string>();
+  if (text === null || text === '') return known;
+  for (const item of text.split(',')) {
+    const m = KNOWN_ENTRY.exec(item);
+    if (m === null || parseScope(m[1] as string) === null) {
+      throw new KnowledgeError('invalid_argument', `known must list scope:version pairs like "account:${'0'.repeat(KNOWN_VERSION_PREFIX)}" (at least ${KNOWN_VERSION_PREFIX} hex digits), got "${item.slice(0, 100)}"`);
+    }
+    known.set(m[1] as string, m[2] as string);
+  }
+  return known;
+}
+
 function etagMatches(header: string | undefined, etag: string): boolean {
   if (header === undefined) return false;
   return header.split(',').some((t) => {
@@ -95,6 +121,7 @@ function etagMatches(header: string | undefined, etag: string): boolean {
 export async function planRoute(ctx: RouteContext, session: SessionRecord, req: ApiRequest): Promise<ApiResponse> {
   const threshold = parseThreshold(req.query.get('threshold'));
   const waitMs = parseWait(req.query.get('wait'), ctx.options.maxWaitMs);
+  const known = parseKnown(req.query.get('known'));
   let { plan, decisions } = await computePlan(ctx, session, threshold);
   let etag = `"${plan.version}"`;
   if (etagMatches(req.ifNoneMatch, etag)) {
@@ -113,5 +140,5 @@ export async function planRoute(ctx: RouteContext, session: SessionRecord, req: 
     if (unchanged || session.revoked) return empty(304, { etag, 'cache-control': 'no-cache' });
   }
   for (const d of decisions) audit(ctx, session, 'plan', d);
-  return rawJsonResponse(200, serializePlan(plan), { etag, 'cache-control': 'no-cache' });
+  return rawJsonResponse(200, serializePlan(plan, known), { etag, 'cache-control': 'no-cache' });
 }

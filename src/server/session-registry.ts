@@ -3,8 +3,15 @@
 // Tokens are `kfs_` + 32 random bytes (base64url). Only their sha256 is kept,
 // in memory and on disk; a presented token is hashed, looked up by hash and
 // compared with timingSafeEqual. Every change is persisted before the call
-// that made it resolves (the HTTP answer waits for it). Saves are serialized
-// and coalesced: a change waits for the first save that starts after it.
+// that made it resolves (the HTTP answer waits for it). Commits are
+// serialized and grouped: a change waits for the first commit that starts
+// after it, which journals every change queued so far with one fdatasync
+// (state-file.ts).
+//
+// A re-read of a file whose (path, sha256) is already in the read set changes
+// nothing, so it writes nothing: once every change so far is durable, the
+// entry is too, and the read is acknowledged at once (the entry keeps its
+// place in the read set).
 
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { KnowledgeError } from '../core/errors.js';
@@ -34,6 +41,13 @@ export interface PersistedState {
   readonly sessions: SessionRecord[];
 }
 
+/** One journalled change; replayed in order onto the last snapshot at start. */
+export type StateChange =
+  | { readonly kind: 'create'; readonly session: SessionRecord }
+  | { readonly kind: 'revoke'; readonly id: string }
+  | { readonly kind: 'read'; readonly id: string; readonly entry: ReadSetEntry; readonly mount?: string }
+  | { readonly kind: 'readSet'; readonly id: string; readonly readSet: ReadSetEntry[] };
+
 export const TOKEN_PREFIX = 'kfs_';
 /** Most read-set entries kept per session; the oldest reads are forgotten first. */
 export const MAX_READ_SET = 10_000;
@@ -46,21 +60,53 @@ export function newToken(): string {
   return `${TOKEN_PREFIX}${randomBytes(32).toString('base64url')}`;
 }
 
+/** The read set after a read of `entry`: an older entry of its path is replaced, the oldest forgotten past the cap. */
+function withRead(readSet: readonly ReadSetEntry[], entry: ReadSetEntry): ReadSetEntry[] {
+  const next = [...readSet.filter((e) => e.path !== entry.path), entry];
+  return next.length > MAX_READ_SET ? next.slice(next.length - MAX_READ_SET) : next;
+}
+
+function copyRecord(s: SessionRecord): SessionRecord {
+  return { ...s, mounted: [...(s.mounted ?? [])], readSet: [...(s.readSet ?? [])] };
+}
+
+/** Applies a journalled change to the sessions loaded so far (the same effect it had when made). */
+function replay(byId: Map<string, SessionRecord>, change: StateChange): void {
+  if (change.kind === 'create') {
+    byId.set(change.session.id, copyRecord(change.session));
+    return;
+  }
+  const record = byId.get(change.id);
+  if (record === undefined) return;
+  if (change.kind === 'revoke') record.revoked = true;
+  else if (change.kind === 'readSet') record.readSet = [...change.readSet];
+  else {
+    if (change.mount !== undefined && !record.mounted.includes(change.mount)) record.mounted = [...record.mounted, change.mount];
+    record.readSet = withRead(record.readSet, change.entry);
+  }
+}
+
 export class SessionRegistry {
   private readonly byId = new Map<string, SessionRecord>();
   private readonly byTokenHash = new Map<string, SessionRecord>();
   private chain: Promise<void> = Promise.resolve();
   private pending: Promise<void> | null = null;
+  /** Changes waiting for the next commit. */
+  private queued: StateChange[] = [];
   /** Increases on every change: long-polls compare it. */
   generation = 0;
+  /** The generation every change up to which is durable. */
+  private durableGeneration = 0;
 
-  private constructor(private readonly store: StateStore<PersistedState>) {}
+  private constructor(private readonly store: StateStore<PersistedState, StateChange>) {}
 
-  static async open(store: StateStore<PersistedState>): Promise<SessionRegistry> {
+  static async open(store: StateStore<PersistedState, StateChange>): Promise<SessionRegistry> {
     const registry = new SessionRegistry(store);
-    const state = await store.load();
-    for (const s of state?.sessions ?? []) {
-      const record: SessionRecord = { ...s, mounted: [...(s.mounted ?? [])], readSet: [...(s.readSet ?? [])] };
+    const loaded = await store.load();
+    const byId = new Map<string, SessionRecord>();
+    for (const s of loaded?.snapshot?.sessions ?? []) byId.set(s.id, copyRecord(s));
+    for (const change of loaded?.changes ?? []) replay(byId, change);
+    for (const record of byId.values()) {
       registry.byId.set(record.id, record);
       registry.byTokenHash.set(record.tokenHash, record);
     }
@@ -101,11 +147,12 @@ export class SessionRegistry {
     this.byId.set(record.id, record);
     this.byTokenHash.set(record.tokenHash, record);
     try {
-      await this.changed();
+      await this.changed({ kind: 'create', session: copyRecord(record) });
     } catch (err) {
       // Not durable, not acknowledged: the session never existed.
       this.byId.delete(record.id);
       this.byTokenHash.delete(record.tokenHash);
+      this.generation++;
       throw err;
     }
     return { record, token };
@@ -117,31 +164,31 @@ export class SessionRegistry {
     if (!record.revoked) {
       // Revocation takes effect at once, even if saving it fails (fail closed).
       record.revoked = true;
-      await this.changed();
+      await this.changed({ kind: 'revoke', id });
     }
     return true;
   }
 
   /** Records a successful read (replacing an older entry of the same path) and, if asked, a mount. */
   async recordRead(record: SessionRecord, entry: ReadSetEntry, mountTeam: string | null): Promise<boolean> {
-    const before = { mounted: record.mounted, readSet: record.readSet };
-    let mounted = false;
-    if (mountTeam !== null && !record.mounted.includes(mountTeam)) {
-      record.mounted = [...record.mounted, mountTeam];
-      mounted = true;
+    const mounts = mountTeam !== null && !record.mounted.includes(mountTeam);
+    if (!mounts && this.generation === this.durableGeneration && record.readSet.some((e) => e.path === entry.path && e.sha256 === entry.sha256)) {
+      return false; // already recorded, and durable: nothing to write
     }
-    const next = [...record.readSet.filter((e) => e.path !== entry.path), entry];
-    record.readSet = next.length > MAX_READ_SET ? next.slice(next.length - MAX_READ_SET) : next;
+    const before = { mounted: record.mounted, readSet: record.readSet };
+    if (mounts) record.mounted = [...record.mounted, mountTeam];
+    record.readSet = withRead(record.readSet, entry);
     const after = { mounted: record.mounted, readSet: record.readSet };
     try {
-      await this.changed();
+      await this.changed({ kind: 'read', id: record.id, entry, ...(mounts ? { mount: mountTeam } : {}) });
     } catch (err) {
       // Not acknowledged: undo, unless a later change already replaced ours.
       if (record.mounted === after.mounted) record.mounted = before.mounted;
       if (record.readSet === after.readSet) record.readSet = before.readSet;
+      this.generation++;
       throw err;
     }
-    return mounted;
+    return mounts;
   }
 
   async replaceReadSet(record: SessionRecord, next: ReadSetEntry[]): Promise<void> {
@@ -150,21 +197,27 @@ export class SessionRegistry {
       next.every((e, i) => e.path === record.readSet[i]?.path && e.sha256 === record.readSet[i]?.sha256);
     if (same) return;
     record.readSet = next;
-    await this.changed();
+    await this.changed({ kind: 'readSet', id: record.id, readSet: next });
   }
 
-  /** Resolves once every save asked for so far has ended. */
-  async drain(): Promise<void> {
+  /** Ends pending commits and releases the state store. */
+  async close(): Promise<void> {
     await this.chain;
+    await this.store.close();
   }
 
-  /** Resolves once a save that started after this call has completed. */
-  private changed(): Promise<void> {
+  /** Resolves once a commit that started after this call, and so includes `change`, has completed. */
+  private changed(change: StateChange): Promise<void> {
     this.generation++;
+    this.queued.push(change);
     if (this.pending === null) {
-      const write = this.chain.then(() => {
+      const write = this.chain.then(async () => {
         this.pending = null;
-        return this.store.save({ version: 1, sessions: [...this.byId.values()] });
+        const changes = this.queued;
+        this.queued = [];
+        const generation = this.generation;
+        await this.store.commit(changes, () => ({ version: 1, sessions: [...this.byId.values()] }));
+        this.durableGeneration = Math.max(this.durableGeneration, generation);
       });
       this.pending = write;
       this.chain = write.catch(() => undefined);

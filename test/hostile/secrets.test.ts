@@ -113,7 +113,7 @@ fuseSuite('secrets stay secret', () => {
     expectNoToken(cp.stderr, 'control plane stderr');
   });
 
-  it('the audit log and the state file never hold a token', async () => {
+  it('the audit log, the state file and its journal never hold a token', async () => {
     const internal = join(dir, '.knowledgefs');
     const audit = await readFile(join(internal, 'audit.log'), 'utf8');
     expect(audit.split('\n').filter(Boolean).length).toBeGreaterThan(0);
@@ -121,5 +121,8 @@ fuseSuite('secrets stay secret', () => {
     const state = await readFile(join(internal, 'state.json'), 'utf8');
     expect(state).toContain(session.sessionId);
     expectNoToken(state, 'the state file');
+    const journal = await readFile(join(internal, 'state.json.journal'), 'utf8');
+    expect(journal).toContain(envSession.sessionId);
+    expectNoToken(journal, 'the state journal');
   });
 });

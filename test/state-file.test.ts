@@ -1,0 +1,189 @@
+// The journalled state store on a real directory, and the session registry on
+// top of it: what a restart loads after appends, rewrites, a cut-short line
+// and a crash between a rewrite and emptying the journal; a failed commit is
+// superseded by the next; a re-read of an unchanged file writes nothing.
+
+import { appendFile, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { fileStateStore, journalFileOf, type StateStore } from '../src/server/state-file.js';
+import { SessionRegistry, type PersistedState, type StateChange } from '../src/server/session-registry.js';
+
+let dir: string;
+let n = 0;
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'kfs-state-'));
+});
+afterAll(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+interface Counter {
+  readonly items: string[];
+}
+type Add = { add: string };
+const freshFile = () => join(dir, `state-${++n}.json`);
+
+/** A tiny state for the store alone: a list that changes append to. */
+async function reload(file: string): Promise<string[]> {
+  const loaded = await fileStateStore<Counter, Add>(file).load();
+  return [...(loaded?.snapshot?.items ?? []), ...(loaded?.changes ?? []).map((c) => c.add)];
+}
+
+async function commitAll(store: StateStore<Counter, Add>, items: string[], adds: string[]): Promise<void> {
+  for (const a of adds) {
+    items.push(a);
+    await store.commit([{ add: a }], () => ({ items: [...items] }));
+  }
+}
+
+describe('fileStateStore', () => {
+  it('writes a snapshot first, then appends; a restart replays the journal onto the snapshot', async () => {
+    const file = freshFile();
+    const store = fileStateStore<Counter, Add>(file);
+    expect(await store.load()).toBeNull();
+    const items: string[] = [];
+    await commitAll(store, items, ['a', 'b', 'c']);
+    await store.close();
+    expect(JSON.parse(await readFile(file, 'utf8'))).toMatchObject({ items: ['a'] });
+    expect((await readFile(journalFileOf(file), 'utf8')).trim().split('\n')).toHaveLength(2);
+    expect(await reload(file)).toEqual(['a', 'b', 'c']);
+  });
+
+  it('rewrites the snapshot once the journal outgrows it, and empties the journal', async () => {
+    const file = freshFile();
+    const store = fileStateStore<Counter, Add>(file, { minJournalBytes: 100 });
+    await store.load();
+    const items: string[] = [];
+    await commitAll(store, items, Array.from({ length: 20 }, (_, i) => `item-${i}`));
+    await store.close();
+    const snapshot = JSON.parse(await readFile(file, 'utf8')) as Counter & { journalSeq: number };
+    expect(snapshot.items.length).toBeGreaterThan(1);
+    expect((await stat(journalFileOf(file))).size).toBeLessThan(200);
+    expect(await reload(file)).toEqual(items);
+  });
+
+  it('skips journal lines the snapshot already includes (a crash before the journal was emptied)', async () => {
+    const file = freshFile();
+    const store = fileStateStore<Counter, Add>(file);
+    await store.load();
+    const items: string[] = [];
+    await commitAll(store, items, ['a', 'b', 'c']);
+    await store.close();
+    const journal = await readFile(journalFileOf(file), 'utf8');
+    // Rewrite the snapshot as a compaction would, but leave the old lines behind.
+    await writeFile(file, JSON.stringify({ items: ['a', 'b', 'c'], journalSeq: 3 }));
+    await writeFile(journalFileOf(file), journal);
+    expect(await reload(file)).toEqual(['a', 'b', 'c']);
+  });
+
+  it('ignores a last line cut short by a crash, and the next commit starts clean', async () => {
+    const file = freshFile();
+    const store = fileStateStore<Counter, Add>(file);
+    await store.load();
+    const items: string[] = [];
+    await commitAll(store, items, ['a', 'b']);
+    await store.close();
+    await appendFile(journalFileOf(file), '{"seq":3,"changes":[{"add":"c');
+    expect(await reload(file)).toEqual(['a', 'b']);
+    const again = fileStateStore<Counter, Add>(file);
+    await again.load();
+    await commitAll(again, items, ['d']);
+    await again.close();
+    expect(await reload(file)).toEqual(['a', 'b', 'd']);
+  });
+
+  it('a broken line before the last stops the start with a config error naming the journal', async () => {
+    const file = freshFile();
+    await writeFile(file, JSON.stringify({ items: [] }));
+    await writeFile(journalFileOf(file), '{"seq":1,"chan\n{"seq":2,"changes":[]}\n');
+    await expect(fileStateStore<Counter, Add>(file).load()).rejects.toThrow(/\.journal: line 1 of the journal is not valid JSON/);
+  });
+
+  it('loads a state file written before the journal existed', async () => {
+    const file = freshFile();
+    await writeFile(file, JSON.stringify({ items: ['old'] }));
+    expect(await reload(file)).toEqual(['old']);
+  });
+});
+
+describe('SessionRegistry on the journal', () => {
+  /** The real store, counting commits and failing them on demand. */
+  function counted(file: string) {
+    const real = fileStateStore<PersistedState, StateChange>(file);
+    const box = { commits: 0, failing: false };
+    const store: StateStore<PersistedState, StateChange> = {
+      load: () => real.load(),
+      commit: async (changes, state) => {
+        box.commits++;
+        if (box.failing) throw new Error('EIO: injected');
+        await real.commit(changes, state);
+      },
+      close: () => real.close(),
+    };
+    return { store, box };
+  }
+
+  const entry = (path: string, sha: string) => ({ path, sha256: sha.repeat(64) });
+
+  it('a re-read of the same (path, sha256) writes nothing; a changed file or a mount does', async () => {
+    const file = freshFile();
+    const { store, box } = counted(file);
+    const registry = await SessionRegistry.open(store);
+    const { record } = await registry.create({ kind: 'personal', creator: 'alice' }, '2025-01-01T00:00:00Z');
+    await registry.recordRead(record, entry('account/a.md', 'a'), null);
+    await registry.recordRead(record, entry('account/b.md', 'b'), null);
+    const before = box.commits;
+    expect(await registry.recordRead(record, entry('account/a.md', 'a'), null)).toBe(false);
+    expect(box.commits).toBe(before);
+    expect(record.readSet.map((e) => e.path)).toEqual(['account/a.md', 'account/b.md']); // kept its place
+    await registry.recordRead(record, entry('account/a.md', 'c'), null);
+    expect(box.commits).toBe(before + 1);
+    expect(await registry.recordRead(record, entry('team_x/DUTY.md', 'd'), 'x')).toBe(true);
+    expect(box.commits).toBe(before + 2);
+    await registry.close();
+
+    const reopened = await SessionRegistry.open(fileStateStore<PersistedState, StateChange>(file));
+    const back = reopened.get(record.id);
+    expect(back?.mounted).toEqual(['x']);
+    expect(back?.readSet).toEqual([entry('account/b.md', 'b'), entry('account/a.md', 'c'), entry('team_x/DUTY.md', 'd')]);
+    await reopened.close();
+  });
+
+  it('after a failed commit a re-read is written again, and the rewrite keeps only acknowledged reads', async () => {
+    const file = freshFile();
+    const { store, box } = counted(file);
+    const registry = await SessionRegistry.open(store);
+    const { record } = await registry.create({ kind: 'personal', creator: 'alice' }, '2025-01-01T00:00:00Z');
+    await registry.recordRead(record, entry('account/a.md', 'a'), null);
+    box.failing = true;
+    await expect(registry.recordRead(record, entry('account/b.md', 'b'), 'y')).rejects.toThrow(/could not save session state/);
+    expect(record.mounted).toEqual([]);
+    box.failing = false;
+    const before = box.commits;
+    // Memory may not equal disk after a failure: nothing is skipped until a commit succeeds.
+    await registry.recordRead(record, entry('account/a.md', 'a'), null);
+    expect(box.commits).toBe(before + 1);
+    await registry.close();
+    const reopened = await SessionRegistry.open(fileStateStore<PersistedState, StateChange>(file));
+    expect(reopened.get(record.id)?.readSet).toEqual([entry('account/a.md', 'a')]);
+    expect(reopened.get(record.id)?.mounted).toEqual([]);
+    await reopened.close();
+  });
+
+  it('concurrent reads share commits, and every acknowledged one survives a reopen', async () => {
+    const file = freshFile();
+    const { store, box } = counted(file);
+    const registry = await SessionRegistry.open(store);
+    const { record } = await registry.create({ kind: 'personal', creator: 'alice' }, '2025-01-01T00:00:00Z');
+    const before = box.commits;
+    await Promise.all(Array.from({ length: 20 }, (_, i) => registry.recordRead(record, entry(`account/f${i}.md`, 'e'), i % 4 === 0 ? `t${i}` : null)));
+    expect(box.commits - before).toBeLessThan(20);
+    await registry.close();
+    const reopened = await SessionRegistry.open(fileStateStore<PersistedState, StateChange>(file));
+    expect(reopened.get(record.id)?.readSet).toHaveLength(20);
+    expect(reopened.get(record.id)?.mounted).toEqual(['t0', 't4', 't8', 't12', 't16']);
+    await reopened.close();
+  });
+});
