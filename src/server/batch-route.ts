@@ -87,10 +87,10 @@ function plannedSize(snapshot: ScopeSnapshot | undefined, path: string): number 
 type Outcome = { readonly file: PackFile | null } | { readonly error: unknown };
 
 /** The store's synchronous path for small files, when it has one (undefined: use `read`). */
-function readQuick(ctx: RouteContext, scope: ScopeName, path: string): Outcome | undefined {
+function readQuick(ctx: RouteContext, scope: ScopeName, path: string, parents: Map<string, string | null>): Outcome | undefined {
   if (ctx.store.readSmallSync === undefined) return undefined;
   try {
-    const file = ctx.store.readSmallSync(scope, path);
+    const file = ctx.store.readSmallSync(scope, path, parents);
     return file === undefined ? undefined : { file };
   } catch (error) {
     return { error };
@@ -100,6 +100,7 @@ function readQuick(ctx: RouteContext, scope: ScopeName, path: string): Outcome |
 /** The frames of one allowed batch, gathered into chunks; reads run ahead within a byte budget. */
 async function* batchFrames(ctx: RouteContext, scope: ScopeName, paths: readonly string[], signal: AbortSignal): AsyncGenerator<Buffer> {
   const snapshot = ctx.store.snapshot(scope);
+  const parents = new Map<string, string | null>();
   const pending: { path: string; size: number; outcome: Promise<Outcome> }[] = [];
   let aheadBytes = 0;
   let next = 0;
@@ -108,7 +109,7 @@ async function* batchFrames(ctx: RouteContext, scope: ScopeName, paths: readonly
       const path = paths[next++] as string;
       const size = plannedSize(snapshot, path);
       aheadBytes += size;
-      const quick = readQuick(ctx, scope, path);
+      const quick = readQuick(ctx, scope, path, parents);
       if (quick !== undefined) {
         pending.push({ path, size, outcome: Promise.resolve(quick) });
         continue;

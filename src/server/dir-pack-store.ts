@@ -285,16 +285,20 @@ export class DirPackStore implements PackStore {
   }
 
   /** `read` for files the snapshot says are small, without a promise per step (batches). */
-  readSmallSync(scope: ScopeName, path: string): PackFile | null | undefined {
+  readSmallSync(scope: ScopeName, path: string, parents?: Map<string, string | null>): PackFile | null | undefined {
     const target = this.locate(scope, path);
     if (target === null) return null;
     if (target.entry.size > SYNC_HASH_BYTES) return undefined;
-    let realParent: string | null;
-    try {
-      this.realRoot ??= realpathSync(this.root);
-      realParent = realpathSync.native(dirname(target.abs));
-    } catch {
-      realParent = null;
+    const parent = dirname(target.abs);
+    let realParent = parents?.get(parent);
+    if (realParent === undefined) {
+      try {
+        this.realRoot ??= realpathSync(this.root);
+        realParent = realpathSync.native(parent);
+      } catch {
+        realParent = null;
+      }
+      parents?.set(parent, realParent);
     }
     if (realParent !== this.expectedParent(scope, path)) return null;
     let fd: number;

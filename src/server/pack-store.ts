@@ -27,8 +27,11 @@ export interface PackStore {
    * Optional fast path for batches: the same checks and the same answer as
    * `read`, done synchronously (one async fs call costs more than reading a
    * small file). Returns undefined when the file is too large for it: use `read`.
+   * `parents` memoises resolved directories across the calls of one batch (a
+   * batch is mostly siblings; a directory swapped for a symlink meanwhile is
+   * caught by the next batch, and O_NOFOLLOW still guards the file itself).
    */
-  readSmallSync?(scope: ScopeName, path: string): PackFile | null | undefined;
+  readSmallSync?(scope: ScopeName, path: string, parents?: Map<string, string | null>): PackFile | null | undefined;
   /** Increases whenever any snapshot changes: lets pollers skip work cheaply. */
   readonly generation: number;
 }
