@@ -3,8 +3,10 @@
 // ratios; instead every round visits every filesystem once, in the same
 // order, and the medians come from the same stretches of time.
 //
-// A target is { key, label, start(), stop(fs), onReady?(fs) }; `start`
+// A target is { key, label, start(), stop(fs), onReady?(fs), runs? }; `start`
 // resolves { mnt, readyMs } (readyMs null when there is nothing to mount).
+// `runs` lets a slow target sit out the later rounds (it takes part in the
+// first `runs` of them, so it still shares their stretch of time).
 
 import { timed, grepCommand } from './commands.mjs';
 import { summarize } from './stats.mjs';
@@ -19,7 +21,7 @@ export async function coldRounds(targets, runs, errors) {
   const acc = new Map(targets.map((t) => [t.key, { ready: [], grep: [], output: null, extra: {} }]));
   let active = [...targets];
   for (let i = 0; i < runs; i++) {
-    for (const t of [...active]) {
+    for (const t of active.filter((x) => i < (x.runs ?? runs))) {
       let fs = null;
       try {
         fs = await t.start();
@@ -30,7 +32,7 @@ export async function coldRounds(targets, runs, errors) {
         if (a.output !== null && r.output !== a.output) throw new Error(`cold grep output changed (${a.output} → ${r.output})`);
         a.output = r.output;
         a.grep.push(r.ms);
-        log(`cold ${i + 1}/${runs} ${t.label}: ${fs.readyMs != null ? `ready ${(fs.readyMs / 1000).toFixed(3)} s, ` : ''}first grep -r ${(r.ms / 1000).toFixed(3)} s`);
+        log(`cold ${i + 1}/${t.runs ?? runs} ${t.label}: ${fs.readyMs != null ? `ready ${(fs.readyMs / 1000).toFixed(3)} s, ` : ''}first grep -r ${(r.ms / 1000).toFixed(3)} s`);
       } catch (err) {
         errors.push(`${t.label} (cold): ${err instanceof Error ? err.message : String(err)}`);
         log(`ERROR ${t.label} (cold): ${err instanceof Error ? err.message : String(err)}`);
@@ -50,7 +52,7 @@ export async function coldRounds(targets, runs, errors) {
 /**
  * Warm rounds over already-mounted filesystems: for each command, one
  * untimed warm-up per target, then `runs` rounds visiting every target.
- * `mounted` is [{ key, label, mnt, commands: [ids] }]; `battery(mnt)` gives
+ * `mounted` is [{ key, label, mnt, commands: [ids], runs? }]; `battery(mnt)` gives
  * the command list. Returns { key: { id: {label, output, ...summary} } }.
  */
 export async function warmRounds(mounted, battery, runs, errors) {
@@ -72,7 +74,7 @@ export async function warmRounds(mounted, battery, runs, errors) {
       }
     }
     for (let i = 0; i < runs; i++) {
-      for (const m of [...active]) {
+      for (const m of active.filter((x) => i < (x.runs ?? runs))) {
         try {
           const r = await timed(cmds.get(m.key).cmd);
           if (r.output !== outputs.get(m.key)) throw new Error(`output changed between runs (${outputs.get(m.key)} → ${r.output})`);
