@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { spawnControlPlane, startControlPlane, type SpawnedControlPlane, type TestControlPlane } from './helpers/control-plane.js';
 import { makeDataDir, removeDataDir } from './helpers/data-dir.js';
-import { pathStartsWith, startFaultProxy, type FaultProxy } from './helpers/fault-proxy.js';
+import { startFaultProxy, type FaultProxy } from './helpers/fault-proxy.js';
 import { fuseSuite, isMounted, run, startMount, waitFor, type MountHandle } from './helpers/mount.js';
 
 const FILES: Record<string, string> = {
@@ -86,7 +86,9 @@ fuseSuite('mount faults', () => {
       cp = await startControlPlane({ dataDir });
       proxy = await startFaultProxy(cp.url);
       const { token } = await cp.createSession({ kind: 'team', creator: 'alice', team: 'payments' });
-      m = await startMount({ serverUrl: proxy.url, token, args: FAULT_ARGS });
+      // No memory cache: every open reaches the (faulty) network, and no read-ahead
+      // brings a file in before the test that breaks its body.
+      m = await startMount({ serverUrl: proxy.url, token, args: [...FAULT_ARGS, '--cache-size', '0'] });
       mounts.push(m);
     });
 
@@ -96,7 +98,7 @@ fuseSuite('mount faults', () => {
       await cp?.close();
     });
 
-    const files = pathStartsWith('/v1/files/');
+    const files = (method: string, url: string) => url.startsWith('/v1/files/') || url.startsWith('/v1/batch');
 
     it('flipped bytes (same length, same sha256 header) → EIO, never the bad bytes', async () => {
       proxy.setRules([{ mode: { kind: 'flip' }, match: files }]);
