@@ -15,6 +15,10 @@
 // the snapshot, updates the snapshot and answers with the fresh hash: bytes
 // and hash always belong together. `readSmallSync` is the same for files of
 // at most SYNC_HASH_BYTES (POST /v1/batch reads thousands of them).
+//
+// `scan(packs)` rescans only the named packs (and which packs exist); an
+// observer (data-watch.ts) is told of every directory before it is listed,
+// so a watch placed then misses nothing the listing did not already see.
 
 import { createHash } from 'node:crypto';
 import { closeSync, constants, fstatSync, lstatSync, openSync, readdirSync, readFileSync, realpathSync, type Dirent } from 'node:fs';
@@ -29,6 +33,17 @@ import { createSlicer, fingerprint, sameFingerprint, type Fingerprint, type Slic
 export interface DirPackStoreOptions {
   readonly maxFileSize: number;
   readonly log: (line: string) => void;
+  readonly observer?: ScanObserver;
+}
+
+/** Follows which directories the scans walk (to watch them). */
+export interface ScanObserver {
+  /** `dir` is about to be listed; `scope` null for DATA/ and DATA/teams/ (the layout of packs). */
+  listing(dir: string, scope: ScopeName | null): void;
+  /** A scan of `scope` listed exactly these directories. */
+  packScanned(scope: ScopeName, dirs: ReadonlySet<string>): void;
+  /** The packs that exist after a scan. */
+  packsPresent(scopes: ReadonlySet<ScopeName>): void;
 }
 
 /** A file of the current snapshot with the stat it was hashed at (null: unknown, re-hash next scan). */
@@ -64,6 +79,7 @@ export class DirPackStore implements PackStore {
   private readonly logged = new Set<string>();
   private realRoot: string | null = null;
   private scanning: Promise<boolean> | null = null;
+  private queue: Promise<unknown> = Promise.resolve();
   generation = 0;
 
   constructor(
@@ -79,12 +95,23 @@ export class DirPackStore implements PackStore {
     return this.indexes.get(scope)?.snapshot;
   }
 
-  /** Scans once (concurrent callers share one scan); true when any snapshot changed. */
-  scan(): Promise<boolean> {
-    this.scanning ??= this.doScan().finally(() => {
+  /**
+   * Scans every pack, or only `packs` (plus any pack that appeared; packs that
+   * are gone are dropped); true when any snapshot changed. Scans run one after
+   * another; concurrent full scans share one.
+   */
+  scan(packs?: ReadonlySet<ScopeName>): Promise<boolean> {
+    if (packs !== undefined) return this.enqueue(() => this.doScan(packs));
+    this.scanning ??= this.enqueue(() => this.doScan()).finally(() => {
       this.scanning = null;
     });
     return this.scanning;
+  }
+
+  private enqueue(run: () => Promise<boolean>): Promise<boolean> {
+    const next = this.queue.then(run);
+    this.queue = next.catch(() => undefined);
+    return next;
   }
 
   private logOnce(key: string, line: string): void {
@@ -111,11 +138,13 @@ export class DirPackStore implements PackStore {
   private packRoots(): { scope: ScopeName; dir: string }[] {
     this.realRoot ??= realpathSync(this.root);
     const roots: { scope: ScopeName; dir: string }[] = [];
+    this.options.observer?.listing(this.root, null);
     const account = join(this.root, 'account');
     const accountStat = lstatSync(account, { throwIfNoEntry: false });
     if (accountStat?.isDirectory()) roots.push({ scope: ACCOUNT_SCOPE, dir: account });
     else if (accountStat) this.skip(account, 'not a directory (symlinks are not followed)');
     const teamsDir = join(this.root, 'teams');
+    this.options.observer?.listing(teamsDir, null);
     for (const entry of this.listDir(teamsDir) ?? []) {
       const name = this.decodeName(teamsDir, entry.name);
       if (name === null) continue;
@@ -157,10 +186,16 @@ export class DirPackStore implements PackStore {
     const toHash: { abs: string; rel: string; st: Fingerprint; size: number; mtimeMs: number }[] = [];
     let dirty = old === undefined;
     let reused = 0;
+    const observer = this.options.observer;
+    const listed = new Set<string>();
     const stack: { abs: string; rel: string }[] = [{ abs: dir, rel: '' }];
     while (stack.length > 0) {
       const d = stack.pop() as { abs: string; rel: string };
       if (slice.due()) await slice.yield();
+      if (observer) {
+        observer.listing(d.abs, scope);
+        listed.add(d.abs);
+      }
       for (const entry of this.listDir(d.abs) ?? []) {
         if (slice.due()) await slice.yield();
         const name = this.decodeName(d.abs, entry.name);
@@ -211,6 +246,7 @@ export class DirPackStore implements PackStore {
       if (sha256 === null) continue; // vanished or replaced while hashing: the next scan sees it
       entries.push({ file: { path: f.rel, size: f.size, mtimeMs: f.mtimeMs, sha256 }, fp: fingerprint(f.st) });
     }
+    observer?.packScanned(scope, listed);
     if (!dirty && old !== undefined && reused === old.snapshot.files.length) return null;
     return indexOf(scope, entries);
   }
@@ -236,13 +272,19 @@ export class DirPackStore implements PackStore {
     }
   }
 
-  private async doScan(): Promise<boolean> {
+  private async doScan(only?: ReadonlySet<ScopeName>): Promise<boolean> {
     const slice = createSlicer();
     const roots = this.packRoots();
+    this.options.observer?.packsPresent(new Set(roots.map((r) => r.scope)));
     const next = new Map<ScopeName, ScopeIndex>();
     let changed = roots.length !== this.indexes.size;
+    const kept: ScopeName[] = [];
     for (const r of roots) {
       const old = this.indexes.get(r.scope);
+      if (only !== undefined && old !== undefined && !only.has(r.scope)) {
+        kept.push(r.scope);
+        continue;
+      }
       const index = await this.scanPack(r.scope, r.dir, old, slice);
       if (index === null) next.set(r.scope, old as ScopeIndex);
       else {
@@ -250,6 +292,8 @@ export class DirPackStore implements PackStore {
         changed = true;
       }
     }
+    // Packs not rescanned keep their current index (a `read` may have updated it while this scan yielded).
+    for (const scope of kept) next.set(scope, this.indexes.get(scope) as ScopeIndex);
     // A file `read` re-hashed during this scan may be overwritten by what the
     // scan saw; the next scan (or read) corrects it. Never a wrong hash header.
     if (changed) this.install(next);
