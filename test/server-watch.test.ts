@@ -138,9 +138,13 @@ describe('watched: changes reach the plan without waiting for the full rescan', 
     await eventually(cp, token, (f) => f['account/DUTY.md'] === sha('# Account, again\n'));
   });
 
-  it('watches directories only, and none outside the packs', () => {
+  it('watches directories only, and none outside the packs; a full rescan places them again', async () => {
     // DATA/, DATA/teams/, and the packs' directories: account, payments(+runbooks), search(+renamed, renamed/b).
     expect(cp.cp.watch?.size).toBe(2 + 1 + 2 + 3);
+    await cp.rescan();
+    expect(cp.cp.watch?.size).toBe(2 + 1 + 2 + 3);
+    await writeDataFile(dir, 'teams/search/renamed/b/after-renew.md', 'renewed\n');
+    await eventually(cp, token, (f) => f['team_search/renamed/b/after-renew.md'] === sha('renewed\n'));
     expect(cp.logs.filter((l) => /watch/.test(l))).toEqual([]);
   });
 });

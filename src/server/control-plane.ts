@@ -114,7 +114,10 @@ export async function createControlPlaneServer(input: ControlPlaneOptions, deps:
   const scan = async (work: ScanWork): Promise<void> => {
     try {
       if (work.full || work.directory) await directory.refresh();
-      if (work.full) await store.scan();
+      if (work.full) {
+        watch?.renew();
+        await store.scan();
+      }
       else if (work.layout || work.packs.size > 0) await store.scan(work.packs);
     } catch (err) {
       options.log(`rescan failed: ${err instanceof Error ? err.message : String(err)}`);

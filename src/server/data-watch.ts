@@ -82,6 +82,8 @@ export function workForEvent(root: string, dir: string, scope: ScopeName | null,
 interface Watched {
   readonly scope: ScopeName | null;
   readonly watcher: Pick<FSWatcher, 'close'>;
+  /** The `renew()` round it was placed in. */
+  readonly round: number;
 }
 
 export interface DataWatchOptions {
@@ -98,6 +100,7 @@ export class DataWatch implements ScanObserver {
   private readonly byScope = new Map<ScopeName | null, Map<string, Watched>>();
   private broken = false;
   private closed = false;
+  private round = 0;
   private readonly watch: WatchFunction;
 
   constructor(private readonly options: DataWatchOptions) {
@@ -116,26 +119,39 @@ export class DataWatch implements ScanObserver {
     return n;
   }
 
+  /**
+   * The next listing of each directory places its watch again (the full
+   * rescans call this): a watch left on a replaced directory by a lost
+   * event does not stay deaf for good.
+   */
+  renew(): void {
+    this.round++;
+  }
+
   listing(dir: string, scope: ScopeName | null): void {
     if (this.broken || this.closed) return;
     let group = this.byScope.get(scope);
-    if (group?.has(dir)) return;
+    const old = group?.get(dir);
+    if (old !== undefined && old.round === this.round) return;
     let watcher: Pick<FSWatcher, 'close' | 'on'>;
     try {
       watcher = this.watch(dir, (_event, name) => this.event(dir, scope, name));
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code;
-      // Gone or not a directory: the listing that follows finds nothing to watch either.
-      if (code === 'ENOENT' || code === 'ENOTDIR') return;
+      // Gone, not a directory or not readable: the listing that follows finds
+      // nothing either, and the parent's watch sees it come back or change mode.
+      if (code === 'ENOENT' || code === 'ENOTDIR' || code === 'EACCES' || code === 'EPERM') return;
       this.fail(`cannot watch ${dir}: ${describe(err)}`);
       return;
     }
     watcher.on('error', (err: unknown) => this.fail(`watch of ${dir} failed: ${describe(err)}`));
+    // Closed after the new one is placed: on the same directory both share one inotify watch, so no event falls between.
+    old?.watcher.close();
     if (group === undefined) {
       group = new Map();
       this.byScope.set(scope, group);
     }
-    group.set(dir, { scope, watcher });
+    group.set(dir, { scope, watcher, round: this.round });
   }
 
   packScanned(scope: ScopeName, dirs: ReadonlySet<string>): void {
