@@ -6,11 +6,12 @@
 
 import { createHash } from 'node:crypto';
 import { watch as fsWatch, type FSWatcher } from 'node:fs';
-import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
+import { mkdir, rename, rm, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Plan } from '../src/core/plan.js';
 import { workForEvent, type WatchFunction } from '../src/server/data-watch.js';
+import { DirPackStore } from '../src/server/dir-pack-store.js';
 import { makeDataDir, removeDataDir, removeDataFile, writeDataFile, writeDirectory, type DataDirSpec } from './helpers/data-dir.js';
 import { spawnControlPlane, startControlPlane, type TestControlPlane } from './helpers/control-plane.js';
 
@@ -151,15 +152,57 @@ describe('watched: changes reach the plan without waiting for the full rescan', 
 
 describe('what an event asks to rescan', () => {
   const root = '/data';
-  it('maps events to directory.json, the set of packs, or one pack', () => {
+  it('maps events to directory.json, the set of packs, or one directory of a pack and what is below it', () => {
     expect(workForEvent(root, root, null, 'directory.json')).toMatchObject({ full: false, directory: true, layout: false });
-    expect(workForEvent(root, root, null, '.knowledgefs')).toMatchObject({ full: false, directory: false, layout: false, packs: new Set() });
+    expect(workForEvent(root, root, null, '.knowledgefs')).toMatchObject({ full: false, directory: false, layout: false, packs: new Map() });
     expect(workForEvent(root, root, null, 'teams').full).toBe(true);
     expect(workForEvent(root, root, null, null).full).toBe(true);
-    expect(workForEvent(root, root, null, 'account')).toMatchObject({ full: false, layout: true, packs: new Set(['account']) });
-    expect(workForEvent(root, '/data/teams', null, 'payments')).toMatchObject({ full: false, layout: true, packs: new Set(['team_payments']) });
-    expect(workForEvent(root, '/data/teams', null, 'Not_A_Team')).toMatchObject({ full: false, layout: true, packs: new Set() });
-    expect(workForEvent(root, '/data/teams/search/x', 'team_search', 'y.md')).toMatchObject({ full: false, directory: false, packs: new Set(['team_search']) });
+    expect(workForEvent(root, root, null, 'account')).toMatchObject({ full: false, layout: true, packs: new Map([['account', new Set([''])]]) });
+    expect(workForEvent(root, '/data/teams', null, 'payments')).toMatchObject({ full: false, layout: true, packs: new Map([['team_payments', new Set([''])]]) });
+    expect(workForEvent(root, '/data/teams', null, 'Not_A_Team')).toMatchObject({ full: false, layout: true, packs: new Map() });
+    expect(workForEvent(root, '/data/teams/search', 'team_search', 'y.md')).toMatchObject({ full: false, directory: false, packs: new Map([['team_search', new Set([''])]]) });
+    expect(workForEvent(root, '/data/teams/search/x/y', 'team_search', 'z.md')).toMatchObject({ full: false, directory: false, packs: new Map([['team_search', new Set(['x/y'])]]) });
+  });
+});
+
+describe('rescanning one directory of a pack', () => {
+  let dir: string;
+  beforeAll(async () => {
+    dir = await makeDataDir(spec);
+    await writeDataFile(dir, 'teams/payments/runbooks/deep/x.md', 'x\n');
+    await writeDataFile(dir, 'outside/secret.md', 'secret\n');
+    await writeDataFile(dir, 'outside/deep/leak.md', 'leak\n');
+  });
+  afterAll(async () => {
+    await removeDataDir(dir);
+  });
+  const paths = (store: DirPackStore) => (store.snapshot('team_payments')?.files ?? []).map((f) => f.path).sort();
+
+  it('keeps the files outside it, and sees adds, deletes and edits below it', async () => {
+    const store = new DirPackStore(dir, { maxFileSize: 1 << 20, log: () => {} });
+    await store.scan();
+    await writeDataFile(dir, 'teams/payments/DUTY.md', '# not rescanned yet\n');
+    await writeDataFile(dir, 'teams/payments/runbooks/deep/new.md', 'new\n');
+    await removeDataFile(dir, 'teams/payments/runbooks/db.md');
+    await store.scan(new Map([['team_payments', new Set(['runbooks'])]]));
+    expect(paths(store)).toEqual(['DUTY.md', 'runbooks/deep/new.md', 'runbooks/deep/x.md']);
+    expect(store.snapshot('team_payments')?.files.find((f) => f.path === 'DUTY.md')?.sha256).toBe(sha('# Payments\n'));
+    await store.scan(new Map([['team_payments', new Set([''])]]));
+    expect(store.snapshot('team_payments')?.files.find((f) => f.path === 'DUTY.md')?.sha256).toBe(sha('# not rescanned yet\n'));
+  });
+
+  it('a directory swapped for a symlink is not followed: the whole pack is walked instead', async () => {
+    const store = new DirPackStore(dir, { maxFileSize: 1 << 20, log: () => {} });
+    await store.scan();
+    await rm(join(dir, 'teams/payments/runbooks'), { recursive: true });
+    await symlink(join(dir, 'outside'), join(dir, 'teams/payments/runbooks'));
+    await store.scan(new Map([['team_payments', new Set(['runbooks/deep'])]]));
+    expect(paths(store)).toEqual(['DUTY.md']);
+    await rm(join(dir, 'teams/payments/runbooks'));
+    await mkdir(join(dir, 'teams/payments/runbooks/deep'), { recursive: true });
+    await symlink(join(dir, 'outside'), join(dir, 'teams/payments/runbooks/deep/inner'));
+    await store.scan(new Map([['team_payments', new Set(['runbooks/deep/inner'])]]));
+    expect(paths(store)).toEqual(['DUTY.md']);
   });
 });
 

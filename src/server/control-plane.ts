@@ -7,7 +7,7 @@
 // state must load, and the first scan must finish before the first request,
 // so a plan never shows a half-scanned tree. The first scan also places the
 // watches (data-watch.ts). Afterwards a watched change is rescanned (only its
-// pack, or directory.json) about 50 ms later, and everything is rescanned
+// directory and what is below it, or directory.json) about 50 ms later, and everything is rescanned
 // every watchScanIntervalMs as a safety net; without a working watch, every
 // scanIntervalMs. Scans never overlap (rescan-loop.ts).
 
@@ -117,8 +117,9 @@ export async function createControlPlaneServer(input: ControlPlaneOptions, deps:
       if (work.full) {
         watch?.renew();
         await store.scan();
+      } else if (work.layout || work.packs.size > 0) {
+        await store.scan(work.packs);
       }
-      else if (work.layout || work.packs.size > 0) await store.scan(work.packs);
     } catch (err) {
       options.log(`rescan failed: ${err instanceof Error ? err.message : String(err)}`);
     }

@@ -6,8 +6,9 @@
 // tells us each directory just before listing it (ScanObserver), so a file
 // created after the listing is caught by the watch and one created before it
 // is in the listing; directories the scan no longer finds are unwatched. An
-// event only says which pack (or directory.json, or the set of packs) to
-// rescan: the scan, not the event, decides what changed.
+// event only says which directory of which pack (or directory.json, or the
+// set of packs) to rescan, with everything below it: the scan, not the
+// event, decides what changed.
 //
 // Node's own `recursive: true` watch is not used: on Linux it places a watch
 // on every file as well (100 000 files = 100 000 inotify watches and a stat
@@ -21,7 +22,7 @@
 import { watch as fsWatch, type FSWatcher } from 'node:fs';
 import { basename } from 'node:path';
 import { ACCOUNT_SCOPE, isValidTeamId, teamScope, type ScopeName } from '../core/scope.js';
-import type { ScanObserver } from './dir-pack-store.js';
+import { scopeDir, type ScanObserver } from './dir-pack-store.js';
 
 /** What a change asks to rescan. */
 export interface ScanWork {
@@ -31,23 +32,29 @@ export interface ScanWork {
   directory: boolean;
   /** Which packs exist (account/, teams/<id>/). */
   layout: boolean;
-  /** These packs' files. */
-  readonly packs: Set<ScopeName>;
+  /** Per pack, the directories (relative to the pack, '' = all of it) to rescan with everything below them. */
+  readonly packs: Map<ScopeName, Set<string>>;
 }
 
 export function emptyWork(): ScanWork {
-  return { full: false, directory: false, layout: false, packs: new Set() };
+  return { full: false, directory: false, layout: false, packs: new Map() };
 }
 
 export function fullWork(): ScanWork {
-  return { full: true, directory: true, layout: true, packs: new Set() };
+  return { full: true, directory: true, layout: true, packs: new Map() };
 }
 
 export function mergeWork(into: ScanWork, from: ScanWork): void {
   into.full ||= from.full;
   into.directory ||= from.directory;
   into.layout ||= from.layout;
-  for (const p of from.packs) into.packs.add(p);
+  for (const [scope, dirs] of from.packs) for (const d of dirs) addSubtree(into, scope, d);
+}
+
+function addSubtree(work: ScanWork, scope: ScopeName, rel: string): void {
+  const dirs = work.packs.get(scope);
+  if (dirs === undefined) work.packs.set(scope, new Set([rel]));
+  else dirs.add(rel);
 }
 
 /** fs.watch as used here (tests substitute one that fails). */
@@ -63,18 +70,19 @@ const defaultWatch: WatchFunction = (dir, listener) =>
 export function workForEvent(root: string, dir: string, scope: ScopeName | null, name: string | null): ScanWork {
   const work = emptyWork();
   if (scope !== null) {
-    work.packs.add(scope);
+    const base = scopeDir(root, scope);
+    addSubtree(work, scope, base !== null && dir.startsWith(`${base}/`) ? dir.slice(base.length + 1) : '');
   } else if (dir === root) {
     if (name === 'directory.json') work.directory = true;
     else if (name === 'account') {
       work.layout = true;
-      work.packs.add(ACCOUNT_SCOPE);
+      addSubtree(work, ACCOUNT_SCOPE, '');
     } else if (name === 'teams' || name === null || name === basename(root)) work.full = true;
     // Anything else directly in DATA/ (.knowledgefs/, editor files) is not served.
   } else {
     work.layout = true;
     if (name === null) work.full = true;
-    else if (isValidTeamId(name)) work.packs.add(teamScope(name));
+    else if (isValidTeamId(name)) addSubtree(work, teamScope(name), '');
   }
   return work;
 }
@@ -154,11 +162,11 @@ export class DataWatch implements ScanObserver {
     group.set(dir, { scope, watcher, round: this.round });
   }
 
-  packScanned(scope: ScopeName, dirs: ReadonlySet<string>): void {
+  packScanned(scope: ScopeName, dirs: ReadonlySet<string>, within: readonly string[]): void {
     const group = this.byScope.get(scope);
     if (group === undefined) return;
     for (const [dir, w] of group) {
-      if (!dirs.has(dir)) {
+      if (!dirs.has(dir) && within.some((top) => dir === top || dir.startsWith(`${top}/`))) {
         w.watcher.close();
         group.delete(dir);
       }

@@ -16,9 +16,10 @@
 // and hash always belong together. `readSmallSync` is the same for files of
 // at most SYNC_HASH_BYTES (POST /v1/batch reads thousands of them).
 //
-// `scan(packs)` rescans only the named packs (and which packs exist); an
-// observer (data-watch.ts) is told of every directory before it is listed,
-// so a watch placed then misses nothing the listing did not already see.
+// `scan(packs)` rescans only the named directories of the named packs (each
+// with everything below it; and which packs exist); an observer
+// (data-watch.ts) is told of every directory before it is listed, so a watch
+// placed then misses nothing the listing did not already see.
 
 import { createHash } from 'node:crypto';
 import { closeSync, constants, fstatSync, lstatSync, openSync, readdirSync, readFileSync, realpathSync, type Dirent } from 'node:fs';
@@ -40,8 +41,8 @@ export interface DirPackStoreOptions {
 export interface ScanObserver {
   /** `dir` is about to be listed; `scope` null for DATA/ and DATA/teams/ (the layout of packs). */
   listing(dir: string, scope: ScopeName | null): void;
-  /** A scan of `scope` listed exactly these directories. */
-  packScanned(scope: ScopeName, dirs: ReadonlySet<string>): void;
+  /** A scan of the directories `within` of `scope` (and below) listed exactly `dirs`. */
+  packScanned(scope: ScopeName, dirs: ReadonlySet<string>, within: readonly string[]): void;
   /** The packs that exist after a scan. */
   packsPresent(scopes: ReadonlySet<ScopeName>): void;
 }
@@ -65,6 +66,16 @@ const utf8 = new TextDecoder('utf-8', { fatal: true });
 function indexOf(scope: ScopeName, entries: IndexEntry[]): ScopeIndex {
   const snapshot = snapshotScope(scope, entries.map((e) => e.file));
   return { snapshot, byPath: new Map(entries.map((e) => [e.file.path, e])) };
+}
+
+/** The given directories without those inside another of them ('' = the pack, contains all). */
+function outermost(rels: readonly string[]): string[] {
+  const sorted = [...new Set(rels)].sort();
+  const out: string[] = [];
+  for (const r of sorted) {
+    if (!out.some((o) => o === '' || r.startsWith(`${o}/`))) out.push(r);
+  }
+  return out;
 }
 
 export function scopeDir(root: string, scope: ScopeName): string | null {
@@ -96,11 +107,13 @@ export class DirPackStore implements PackStore {
   }
 
   /**
-   * Scans every pack, or only `packs` (plus any pack that appeared; packs that
-   * are gone are dropped); true when any snapshot changed. Scans run one after
-   * another; concurrent full scans share one.
+   * Scans every pack, or only `packs`: per pack, directories relative to it
+   * ('' = the whole pack), each rescanned with everything below it; a pack
+   * that appeared is scanned whole, one that is gone dropped. True when any
+   * snapshot changed. Scans run one after another; concurrent full scans
+   * share one.
    */
-  scan(packs?: ReadonlySet<ScopeName>): Promise<boolean> {
+  scan(packs?: ReadonlyMap<ScopeName, ReadonlySet<string>>): Promise<boolean> {
     if (packs !== undefined) return this.enqueue(() => this.doScan(packs));
     this.scanning ??= this.enqueue(() => this.doScan()).finally(() => {
       this.scanning = null;
@@ -181,6 +194,7 @@ export class DirPackStore implements PackStore {
     dir: string,
     old: ScopeIndex | undefined,
     slice: Slicer,
+    subtrees: readonly string[] = [''],
   ): Promise<ScopeIndex | null> {
     const entries: IndexEntry[] = [];
     const toHash: { abs: string; rel: string; st: Fingerprint; size: number; mtimeMs: number }[] = [];
@@ -188,7 +202,18 @@ export class DirPackStore implements PackStore {
     let reused = 0;
     const observer = this.options.observer;
     const listed = new Set<string>();
-    const stack: { abs: string; rel: string }[] = [{ abs: dir, rel: '' }];
+    const whole = old === undefined || subtrees.includes('') || !this.insidePack(dir, subtrees);
+    const tops = whole ? [''] : outermost(subtrees);
+    if (!whole && old !== undefined) {
+      // Files outside the rescanned directories stay as they are.
+      for (const e of old.byPath.values()) {
+        if (!tops.some((t) => e.file.path.startsWith(`${t}/`))) {
+          entries.push(e);
+          reused++;
+        }
+      }
+    }
+    const stack = tops.map((rel) => ({ abs: rel === '' ? dir : `${dir}/${rel}`, rel }));
     while (stack.length > 0) {
       const d = stack.pop() as { abs: string; rel: string };
       if (slice.due()) await slice.yield();
@@ -246,9 +271,31 @@ export class DirPackStore implements PackStore {
       if (sha256 === null) continue; // vanished or replaced while hashing: the next scan sees it
       entries.push({ file: { path: f.rel, size: f.size, mtimeMs: f.mtimeMs, sha256 }, fp: fingerprint(f.st) });
     }
-    observer?.packScanned(scope, listed);
+    observer?.packScanned(scope, listed, tops.map((rel) => (rel === '' ? dir : `${dir}/${rel}`)));
     if (!dirty && old !== undefined && reused === old.snapshot.files.length) return null;
     return indexOf(scope, entries);
+  }
+
+  /**
+   * True when each directory is still reached without a symlink (or is gone):
+   * listing it then cannot wander outside the pack. Otherwise the whole pack
+   * is walked, which never follows symlinks.
+   */
+  private insidePack(dir: string, rels: readonly string[]): boolean {
+    let realDir: string;
+    try {
+      realDir = realpathSync.native(dir);
+    } catch {
+      return false;
+    }
+    for (const rel of rels) {
+      try {
+        if (realpathSync.native(`${dir}/${rel}`) !== `${realDir}/${rel}`) return false;
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'ENOENT') return false;
+      }
+    }
+    return true;
   }
 
   private async hashFile(abs: string, size: number): Promise<string | null> {
@@ -272,7 +319,7 @@ export class DirPackStore implements PackStore {
     }
   }
 
-  private async doScan(only?: ReadonlySet<ScopeName>): Promise<boolean> {
+  private async doScan(only?: ReadonlyMap<ScopeName, ReadonlySet<string>>): Promise<boolean> {
     const slice = createSlicer();
     const roots = this.packRoots();
     this.options.observer?.packsPresent(new Set(roots.map((r) => r.scope)));
@@ -285,7 +332,7 @@ export class DirPackStore implements PackStore {
         kept.push(r.scope);
         continue;
       }
-      const index = await this.scanPack(r.scope, r.dir, old, slice);
+      const index = await this.scanPack(r.scope, r.dir, old, slice, only ? [...(only.get(r.scope) ?? [''])] : undefined);
       if (index === null) next.set(r.scope, old as ScopeIndex);
       else {
         next.set(r.scope, index);
