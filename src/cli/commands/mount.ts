@@ -20,7 +20,7 @@ import type { CliContext } from '../context.js';
 import { EXIT } from '../exit-codes.js';
 import type { CommandResult } from '../main.js';
 import { parsedOption } from '../option-parser.js';
-import { readTokenFile } from './serve.js';
+import { readTokenFile } from '../token-file.js';
 
 export const TOKEN_ENV = 'KNOWLEDGEFS_TOKEN';
 
