@@ -154,6 +154,27 @@ describe('HttpControlClient', () => {
     expect(hits[1]?.url).toBe('/v1/plan?threshold=100&wait=1.5');
   });
 
+  it('plans are parsed as they arrive: one sent in small pieces is the same plan; a cut one is refused', async () => {
+    const text = JSON.stringify({ ...PLAN, scopes: PLAN.scopes.map((s) => ({ ...s, files: s.files.map((f) => ({ ...f, mtimeMs: f.mtimeMs + 0.75 })) })) });
+    let cut = false;
+    handler = (_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      const end = cut ? text.length - 2 : text.length;
+      let at = 0;
+      const next = () => {
+        if (at >= end) return res.end();
+        res.write(text.slice(at, at + 7));
+        at += 7;
+        setImmediate(next);
+      };
+      next();
+    };
+    const c = client();
+    expect(await c.plan({ threshold: 100 })).toEqual(PLAN); // fractional mtimes floored, as before
+    cut = true;
+    expect(await failure(c.plan({ threshold: 100 }))).toMatchObject({ code: 'unavailable', message: expect.stringContaining('not JSON') });
+  });
+
   it('file bodies: bytes and the sha256 header; more bytes than the plan says → integrity, without reading it all', async () => {
     handler = (req, res) => {
       res.writeHead(200, { 'x-kfs-sha256': 'b'.repeat(64) });

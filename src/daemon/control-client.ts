@@ -26,6 +26,7 @@ import { createRequire } from 'node:module';
 import { KnowledgeError, isErrorCode, isKnowledgeError, type ErrorCode } from '../core/errors.js';
 import type { Plan } from '../core/plan.js';
 import { parseBatchStream, type BatchItem } from './batch-stream.js';
+import { JsonStreamParser } from './json-stream.js';
 import {
   BATCH_CONTENT_TYPE,
   SHA256_HEADER,
@@ -101,7 +102,9 @@ const IDLE_SOCKET_MS = 10_000;
 interface Reply {
   readonly status: number;
   readonly headers: Record<string, string | string[] | undefined>;
+  /** Empty when the body was parsed as it arrived (`parsed`). */
   readonly body: Buffer;
+  readonly parsed?: { readonly value: unknown };
 }
 
 interface CallOptions {
@@ -113,6 +116,11 @@ interface CallOptions {
   /** Called when the body exceeds maxBytes; default `too_large`. */
   readonly tooLarge?: () => KnowledgeError;
   readonly signal?: AbortSignal | undefined;
+  /**
+   * Parse a 2xx JSON body chunk by chunk as it arrives (plans: tens of MB at
+   * 100 000 files) instead of holding the body and its text whole.
+   */
+  readonly streamJson?: boolean;
 }
 
 type Transport = Pick<typeof http, 'request' | 'Agent'>;
@@ -170,18 +178,23 @@ export function encodePath(path: string): string {
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
-async function readCapped(body: IncomingMessage, max: number, tooLarge: () => KnowledgeError): Promise<Buffer> {
+const EMPTY = Buffer.alloc(0);
+
+/** The body, at most `max` bytes; with `sink`, each chunk goes there instead and the result is empty. */
+async function readCapped(body: IncomingMessage, max: number, tooLarge: () => KnowledgeError, sink?: (chunk: Buffer) => void): Promise<Buffer> {
   const chunks: Buffer[] = [];
   let total = 0;
-  for await (const chunk of body) {
+  for await (const chunk of body as AsyncIterable<Buffer>) {
     total += chunk.length;
     if (total > max) {
       const err = tooLarge();
       body.destroy(err);
       throw err;
     }
-    chunks.push(chunk);
+    if (sink !== undefined) sink(chunk);
+    else chunks.push(chunk);
   }
+  if (chunks.length === 0) return EMPTY;
   return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, total);
 }
 
@@ -222,7 +235,7 @@ export class HttpControlClient implements ControlClient {
     if (waitMs > 0) path += `&wait=${(waitMs / 1000).toFixed(3).replace(/\.?0+$/, '')}`;
     const headers: Record<string, string> = {};
     if (req.etag !== undefined && req.etag !== '') headers['if-none-match'] = `"${req.etag}"`;
-    const reply = await this.call(path, { headers, extraTimeoutMs: waitMs, signal: req.signal });
+    const reply = await this.call(path, { headers, extraTimeoutMs: waitMs, signal: req.signal, streamJson: true });
     if (reply.status === 304) return null;
     return checkPlan(this.json(reply));
   }
@@ -309,8 +322,17 @@ export class HttpControlClient implements ControlClient {
   }
 
   private json(reply: Reply): unknown {
+    if (reply.parsed !== undefined) return reply.parsed.value;
     try {
       return JSON.parse(reply.body.toString('utf8'));
+    } catch {
+      throw new KnowledgeError('unavailable', `control plane at ${this.serverUrl} answered something that is not JSON`);
+    }
+  }
+
+  private notJsonIfThrows<T>(parse: () => T): T {
+    try {
+      return parse();
     } catch {
       throw new KnowledgeError('unavailable', `control plane at ${this.serverUrl} answered something that is not JSON`);
     }
@@ -343,7 +365,13 @@ export class HttpControlClient implements ControlClient {
         const status = res.statusCode ?? 0;
         const max = status >= 400 ? 1024 * 1024 : (opts.maxBytes ?? this.maxJson);
         const tooLarge = opts.tooLarge ?? (() => new KnowledgeError('unavailable', `control plane answer for ${path.split('?')[0]} is too large`));
-        reply = { status, headers: res.headers, body: await readCapped(res, max, tooLarge) };
+        if (opts.streamJson === true && status >= 200 && status < 300) {
+          const parser = new JsonStreamParser();
+          const body = await readCapped(res, max, tooLarge, (chunk) => this.notJsonIfThrows(() => parser.write(chunk)));
+          reply = { status, headers: res.headers, body, parsed: { value: this.notJsonIfThrows(() => parser.end()) } };
+        } else {
+          reply = { status, headers: res.headers, body: await readCapped(res, max, tooLarge) };
+        }
       } catch (err) {
         if (isKnowledgeError(err)) throw err;
         if (opts.signal?.aborted) throw new KnowledgeError('unavailable', 'request cancelled');
