@@ -14,6 +14,7 @@ import { tmpdir } from 'node:os';
 import { KnowledgeError } from '../../core/errors.js';
 import { defaultSocketPath } from '../../core/socket-path.js';
 import { parseDuration, parseSize, formatDurationFlag, formatSizeFlag } from '../../core/units.js';
+import { keepYoungGenerationSmall } from '../../daemon/heap.js';
 import { runMountDaemon } from '../../daemon/mount-daemon.js';
 import { MOUNT_DEFAULTS } from '../../daemon/options.js';
 import type { CliContext } from '../context.js';
@@ -83,6 +84,7 @@ Examples:
     )
     .action(async (mountpoint: string, flags: MountFlags) => {
       const token = await resolveToken(flags, ctx);
+      keepYoungGenerationSmall(process.execArgv, process.env.NODE_OPTIONS);
       const stop = ctx.stopSignal();
       await runMountDaemon(
         {
