@@ -30,6 +30,8 @@ const NUMBER = /^-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?$/;
 const SAFE_DIGITS = 15;
 /** Deeper nesting than any answer of the control plane: refused rather than grown without bound. */
 export const MAX_JSON_DEPTH = 64;
+/** Bytes of a new chunk joined to a cut token to finish it (plan tokens are far shorter). */
+const HEAD_BYTES = 8192;
 /** Short keys are decoded once and reused (a plan repeats the same four per file). */
 const MAX_CACHED_KEY = 32;
 const MAX_CACHED_KEYS = 256;
@@ -66,6 +68,12 @@ function setKey(obj: Record<string, unknown>, key: string, value: unknown): void
   else obj[key] = value;
 }
 
+/** Whether `buf` holds `bytes` at `at` (a short key: a loop beats a native call here). */
+function sameBytes(bytes: Buffer, buf: Buffer, at: number): boolean {
+  for (let k = 0; k < bytes.length; k++) if (bytes[k] !== buf[at + k]) return false;
+  return true;
+}
+
 export class JsonStreamParser {
   private readonly stack: Frame[] = [];
   private expect = Expect.Value;
@@ -76,11 +84,21 @@ export class JsonStreamParser {
 
   write(chunk: Buffer): void {
     let buf = chunk;
-    if (this.carry !== undefined) {
-      buf = Buffer.concat([this.carry, chunk]);
+    let from = 0;
+    const carry = this.carry;
+    if (carry !== undefined) {
       this.carry = undefined;
+      // Finish the cut token on the carry plus the chunk's first bytes, then go on in the chunk itself.
+      const head = Buffer.concat([carry, chunk.subarray(0, Math.min(chunk.length, HEAD_BYTES))]);
+      const stop = this.parse(head, 0, false);
+      if (stop >= carry.length) {
+        this.offset += carry.length;
+        from = stop - carry.length;
+      } else {
+        buf = Buffer.concat([carry, chunk]); // a token longer than the head: rare
+      }
     }
-    const end = this.parse(buf, false);
+    const end = this.parse(buf, from, false);
     if (end < buf.length) {
       if (buf.length - end > MAX_TOKEN_BYTES) throw this.error(`token longer than ${MAX_TOKEN_BYTES} bytes`, end);
       this.carry = Buffer.from(buf.subarray(end));
@@ -93,7 +111,7 @@ export class JsonStreamParser {
     if (this.carry !== undefined) {
       const buf = this.carry;
       this.carry = undefined;
-      const end = this.parse(buf, true);
+      const end = this.parse(buf, 0, true);
       this.offset += end;
     }
     if (this.expect !== Expect.Done) throw this.error('unexpected end of JSON');
@@ -105,12 +123,12 @@ export class JsonStreamParser {
   }
 
   /**
-   * Parses `buf` from its start; returns where it stopped: `buf.length`, or
+   * Parses `buf` from `from`; returns where it stopped: `buf.length`, or
    * the start of a token that continues in the next chunk (never when `last`).
    */
-  private parse(buf: Buffer, last: boolean): number {
+  private parse(buf: Buffer, from: number, last: boolean): number {
     const len = buf.length;
-    let i = 0;
+    let i = from;
     while (i < len) {
       const c = buf[i] as number;
       if (isSpace(c)) {
@@ -214,7 +232,7 @@ export class JsonStreamParser {
   private cachedKey(buf: Buffer, start: number, end: number): string {
     const id = ((end - start) << 16) | ((buf[start] ?? 0) << 8) | (buf[end - 1] ?? 0);
     const hit = this.keys.get(id);
-    if (hit !== undefined && buf.compare(hit.bytes, 0, hit.bytes.length, start, end) === 0) return hit.text;
+    if (hit !== undefined && sameBytes(hit.bytes, buf, start)) return hit.text;
     const text = buf.toString('utf8', start, end);
     if (this.keys.size < MAX_CACHED_KEYS) this.keys.set(id, { bytes: Buffer.from(buf.subarray(start, end)), text });
     return text;
