@@ -15,7 +15,7 @@ import { KnowledgeError } from '../../core/errors.js';
 import { defaultSocketPath } from '../../core/socket-path.js';
 import { parseDuration, parseSize, formatDurationFlag, formatSizeFlag } from '../../core/units.js';
 import { keepYoungGenerationSmall } from '../../daemon/heap.js';
-import { runMountDaemon } from '../../daemon/mount-daemon.js';
+import { runMountDaemon } from '../../daemon/run-mount.js';
 import { MOUNT_DEFAULTS } from '../../daemon/options.js';
 import type { CliContext } from '../context.js';
 import { EXIT } from '../exit-codes.js';
