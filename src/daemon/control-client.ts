@@ -428,7 +428,7 @@ export class HttpControlClient implements ControlClient {
     if (waitMs > 0) path += `&wait=${(waitMs / 1000).toFixed(3).replace(/\.?0+$/, '')}`;
     const headers: Record<string, string> = {};
     if (req.etag !== undefined && req.etag !== '') headers['if-none-match'] = `"${req.etag}"`;
-    const reply = await this.call(path, { headers, extraTimeoutMs: waitMs, signal: req.signal });
+    const reply = await this.call(path, { headers, extraTimeoutMs: waitMs, signal: req.signal, streamJson: true });
     if (reply.status === 304) return null;
     return checkPlanChanges(this.json(reply));
   }
