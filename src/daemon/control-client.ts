@@ -96,6 +96,12 @@ export interface HttpControlClientOptions {
 
 const MAX_RETRIES = 3;
 const DEFAULT_MAX_JSON = 256 * 1024 * 1024;
+/**
+ * Below this, one JSON.parse of the whole body is faster than the stream
+ * parser on a cold start (1 MB: ~20 ms against ~60 ms), and the memory it
+ * saves is small.
+ */
+const STREAM_JSON_ABOVE = 4 * 1024 * 1024;
 /** Idle keep-alive sockets are closed after this (sooner when the server's Keep-Alive hint says so). */
 const IDLE_SOCKET_MS = 10_000;
 
@@ -117,8 +123,9 @@ interface CallOptions {
   readonly tooLarge?: () => KnowledgeError;
   readonly signal?: AbortSignal | undefined;
   /**
-   * Parse a 2xx JSON body chunk by chunk as it arrives (plans: tens of MB at
-   * 100 000 files) instead of holding the body and its text whole.
+   * Parse a 2xx JSON body larger than STREAM_JSON_ABOVE (or of unknown
+   * length) chunk by chunk as it arrives (plans: 16 MB at 100 000 files)
+   * instead of holding the body and its text whole.
    */
   readonly streamJson?: boolean;
 }
@@ -365,7 +372,8 @@ export class HttpControlClient implements ControlClient {
         const status = res.statusCode ?? 0;
         const max = status >= 400 ? 1024 * 1024 : (opts.maxBytes ?? this.maxJson);
         const tooLarge = opts.tooLarge ?? (() => new KnowledgeError('unavailable', `control plane answer for ${path.split('?')[0]} is too large`));
-        if (opts.streamJson === true && status >= 200 && status < 300) {
+        const length = Number(res.headers['content-length'] ?? Number.NaN);
+        if (opts.streamJson === true && status >= 200 && status < 300 && !(length <= STREAM_JSON_ABOVE)) {
           const parser = new JsonStreamParser();
           const body = await readCapped(res, max, tooLarge, (chunk) => this.notJsonIfThrows(() => parser.write(chunk)));
           reply = { status, headers: res.headers, body, parsed: { value: this.notJsonIfThrows(() => parser.end()) } };
