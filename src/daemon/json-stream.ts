@@ -1,17 +1,17 @@
 // Incremental JSON parser: bytes go in chunk by chunk as they arrive, the
 // value comes out at the end, equal to what JSON.parse would give for the
-// whole text. Used for plans (16 MB of JSON at 100 000 files) so that
-// neither the body nor its text exists whole next to the parsed objects and
-// the tree built from them.
+// whole text. Used for large plans (16 MB of JSON at 100 000 files; the
+// control client's STREAM_JSON_ABOVE) so that neither the body nor its text
+// exists whole next to the parsed objects and the tree built from them.
 //
 // Strict like JSON.parse: one value, whitespace around it, no trailing commas,
 // no control characters inside strings, JSON's number grammar. Strings
 // without escapes are decoded straight from the chunk; the rare string with
 // an escape, and numbers that are not plain integers, are handed to
 // JSON.parse / Number as one small token. A token cut by a chunk boundary
-// is carried over to the next chunk (only its bytes are copied), and is
-// rescanned from its start: a cut token longer than `maxTokenBytes` is
-// refused so a server cannot make that quadratic.
+// is carried over (only its bytes are copied) and finished on the start of
+// the next chunk; one longer than MAX_TOKEN_BYTES is refused so a server
+// cannot make the rescans quadratic.
 
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
