@@ -1,8 +1,10 @@
 #!/usr/bin/env node
 // Where the daemon's memory goes while it starts: process.memoryUsage()
 // after each phase of what `knowledgefs mount` does before it mounts (the
-// daemon's own HTTP client and tree code from dist/, against a real control
-// plane), then 3 s later, then after forced full GCs (with --expose-gc).
+// daemon's own heap setting, HTTP client and tree code from dist/, against a
+// real control plane), then 3 s later, then after forced full GCs (with
+// --expose-gc). `node --max-semi-space-size=16 …` shows it without the
+// daemon's young-generation cap.
 //
 //   node --expose-gc bench/memory-phases.mjs URL TOKEN_FILE
 //
@@ -16,6 +18,9 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 const dist = pathToFileURL(join(fileURLToPath(new URL('..', import.meta.url)), 'dist')).href;
 const { HttpControlClient } = await import(`${dist}/daemon/control-client.js`);
 const { Tree } = await import(`${dist}/core/tree.js`);
+const { keepYoungGenerationSmall } = await import(`${dist}/daemon/heap.js`);
+// As `knowledgefs mount` does at start (unless node was given a semi-space flag).
+keepYoungGenerationSmall(process.execArgv, process.env.NODE_OPTIONS);
 
 const [url, tokenFile] = process.argv.slice(2);
 if (!url || !tokenFile) {

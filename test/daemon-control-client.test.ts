@@ -1,13 +1,17 @@
 // The daemon's HTTP client against a real server on 127.0.0.1:0 whose
 // answers each test scripts: status mapping, retries of idempotent GETs
 // within the deadline, no retry of POSTs, bounded time on hangs, capped
-// bodies, ETag/304, and the token only ever in the authorization header.
+// bodies, ETag/304, the token only ever in the authorization header,
+// cancellation, one keep-alive connection reused, and batches bounded by
+// inactivity rather than by their whole length.
 
+import { createHash } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { KnowledgeError } from '../src/core/errors.js';
 import { buildPlan, snapshotScope } from '../src/core/plan.js';
+import { BATCH_CONTENT_TYPE } from '../src/core/wire.js';
 import { HttpControlClient } from '../src/daemon/control-client.js';
 
 type Handler = (req: IncomingMessage, res: ServerResponse, n: number) => void;
@@ -15,7 +19,8 @@ type Handler = (req: IncomingMessage, res: ServerResponse, n: number) => void;
 let server: Server;
 let url: string;
 let handler: Handler = (_req, res) => res.end();
-let hits: { method: string; url: string; auth: string | undefined; ifNoneMatch: string | undefined }[] = [];
+let hits: { method: string; url: string; auth: string | undefined; ifNoneMatch: string | undefined; body: string }[] = [];
+let connections = 0;
 const clients: HttpControlClient[] = [];
 
 function client(timeoutMs = 2000): HttpControlClient {
@@ -49,16 +54,20 @@ const PLAN = buildPlan({
 
 beforeAll(async () => {
   server = createServer((req, res) => {
-    hits.push({ method: req.method ?? '', url: req.url ?? '', auth: req.headers.authorization, ifNoneMatch: req.headers['if-none-match'] });
-    req.resume();
+    const hit = { method: req.method ?? '', url: req.url ?? '', auth: req.headers.authorization, ifNoneMatch: req.headers['if-none-match'], body: '' };
+    hits.push(hit);
+    req.setEncoding('utf8');
+    req.on('data', (chunk: string) => (hit.body += chunk));
     req.on('end', () => handler(req, res, hits.length));
   });
+  server.on('connection', () => connections++);
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 });
 
 afterEach(() => {
   hits = [];
+  server.closeAllConnections();
 });
 
 afterAll(async () => {
@@ -145,6 +154,27 @@ describe('HttpControlClient', () => {
     expect(hits[1]?.url).toBe('/v1/plan?threshold=100&wait=1.5');
   });
 
+  it('plans are parsed as they arrive: one sent in small pieces is the same plan; a cut one is refused', async () => {
+    const text = JSON.stringify({ ...PLAN, scopes: PLAN.scopes.map((s) => ({ ...s, files: s.files.map((f) => ({ ...f, mtimeMs: f.mtimeMs + 0.75 })) })) });
+    let cut = false;
+    handler = (_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      const end = cut ? text.length - 2 : text.length;
+      let at = 0;
+      const next = () => {
+        if (at >= end) return res.end();
+        res.write(text.slice(at, at + 7));
+        at += 7;
+        setImmediate(next);
+      };
+      next();
+    };
+    const c = client();
+    expect(await c.plan({ threshold: 100 })).toEqual(PLAN); // fractional mtimes floored, as before
+    cut = true;
+    expect(await failure(c.plan({ threshold: 100 }))).toMatchObject({ code: 'unavailable', message: expect.stringContaining('not JSON') });
+  });
+
   it('file bodies: bytes and the sha256 header; more bytes than the plan says → integrity, without reading it all', async () => {
     handler = (req, res) => {
       res.writeHead(200, { 'x-kfs-sha256': 'b'.repeat(64) });
@@ -156,6 +186,108 @@ describe('HttpControlClient', () => {
     expect(got.sha256).toBe('b'.repeat(64));
     expect(hits[0]?.url).toBe('/v1/files/account/dir/a%20b.md');
     expect((await failure(c.file('account', 'big.md', 3))).code).toBe('integrity');
+  });
+
+  it('POST bodies arrive whole, as JSON; calls share one keep-alive connection', async () => {
+    handler = (req, res) =>
+      req.url === '/v1/read'
+        ? json(res, 200, { path: 'account/DUTY.md', sha256: 'c'.repeat(64), size: 2, contentBase64: 'aGk=', mounted: true })
+        : json(res, 200, { scope: 'account', allowed: true });
+    const c = client();
+    const before = connections;
+    await c.grant('account');
+    expect(await c.read({ path: 'account/DUTY.md', mount: false })).toMatchObject({ contentBase64: 'aGk=' });
+    await c.grant('account');
+    expect(JSON.parse(hits[1]!.body)).toEqual({ path: 'account/DUTY.md', mount: false });
+    expect(connections - before).toBe(1);
+  });
+
+  it('a body that stalls after the headers is bounded by the same deadline', async () => {
+    handler = (_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.write('{"sessionId":'); // and nothing more
+    };
+    const started = Date.now();
+    const err = await failure(client(300).session());
+    expect(err.code).toBe('unavailable');
+    expect(err.message).toContain('no answer within 300 ms');
+    expect(Date.now() - started).toBeLessThan(5000);
+  });
+
+  it('an aborted long-poll ends at once as cancelled, without retries', async () => {
+    handler = () => undefined; // holds the plan request
+    const ac = new AbortController();
+    const pending = failure(client(60_000).plan({ threshold: 1, waitMs: 30_000, signal: ac.signal }));
+    await new Promise((r) => setTimeout(r, 100));
+    ac.abort();
+    expect(await pending).toMatchObject({ code: 'unavailable', message: 'request cancelled' });
+    expect(hits).toHaveLength(1);
+  });
+
+  describe('batch', () => {
+    const files = ['a.md', 'b.md', 'c.md'].map((path) => ({ path, body: Buffer.from(`# ${path}\n`) }));
+    const frame = (f: { path: string; body: Buffer }) =>
+      Buffer.concat([Buffer.from(`${JSON.stringify({ path: f.path, sha256: createHash('sha256').update(f.body).digest('hex'), size: f.body.length })}\n`), f.body]);
+    const paths = files.map((f) => f.path);
+    const collect = async (c: HttpControlClient) => {
+      const items: string[] = [];
+      try {
+        for await (const item of c.batch!('account', paths, { maxFileBytes: 1024 })) items.push(item.path);
+        return { items, error: undefined };
+      } catch (error) {
+        return { items, error };
+      }
+    };
+
+    it('a slow batch that keeps sending completes, though it takes longer than the request timeout', async () => {
+      handler = (_req, res) => {
+        res.writeHead(200, { 'content-type': BATCH_CONTENT_TYPE });
+        files.forEach((f, i) => setTimeout(() => (i === files.length - 1 ? res.end(frame(f)) : res.write(frame(f))), 150 * (i + 1)));
+      };
+      const { items, error } = await collect(client(250));
+      expect(error).toBeUndefined();
+      expect(items).toEqual(paths);
+      expect(JSON.parse(hits[0]!.body)).toEqual({ scope: 'account', paths });
+    });
+
+    it('a gap between chunks longer than the request timeout fails it; what came before stays valid', async () => {
+      handler = (_req, res) => {
+        res.writeHead(200, { 'content-type': BATCH_CONTENT_TYPE });
+        res.write(frame(files[0]!)); // then silence
+      };
+      const started = Date.now();
+      const { items, error } = await collect(client(300));
+      expect(items).toEqual(['a.md']);
+      expect(error).toMatchObject({ code: 'unavailable' });
+      expect(Date.now() - started).toBeLessThan(5000);
+    });
+
+    it('no headers within the request timeout → unavailable; errors keep their mapping; never retried', async () => {
+      handler = () => undefined;
+      expect((await collect(client(300))).error).toMatchObject({ code: 'unavailable' });
+      expect(hits).toHaveLength(1);
+      handler = (_req, res) => json(res, 403, { error: { code: 'denied', message: 'not yours' } });
+      expect((await collect(client())).error).toMatchObject({ code: 'denied', message: 'not yours' });
+    });
+
+    it('an abort mid-stream ends it as cancelled', async () => {
+      handler = (_req, res) => {
+        res.writeHead(200, { 'content-type': BATCH_CONTENT_TYPE });
+        res.write(frame(files[0]!));
+      };
+      const ac = new AbortController();
+      const items: string[] = [];
+      const err = await failure(
+        (async () => {
+          for await (const item of client(60_000).batch('account', paths, { maxFileBytes: 1024, signal: ac.signal })) {
+            items.push(item.path);
+            ac.abort();
+          }
+        })(),
+      );
+      expect(items).toEqual(['a.md']);
+      expect(err).toMatchObject({ code: 'unavailable', message: 'request cancelled' });
+    });
   });
 
   it('rejects a bad --server URL up front', () => {

@@ -43,10 +43,27 @@ export function comparePaths(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
 }
 
+function sortedByPath<T extends Pick<PlanFile, 'path'>>(files: readonly T[]): readonly T[] {
+  for (let i = 1; i < files.length; i++) {
+    if (comparePaths((files[i - 1] as T).path, (files[i] as T).path) > 0) return [...files].sort((x, y) => comparePaths(x.path, y.path));
+  }
+  return files;
+}
+
+/** Hashed text is handed over in pieces of about this many characters (one update per file costs more than the hashing). */
+const HASH_PIECE = 64 * 1024;
+
 export function scopeVersion(files: readonly Pick<PlanFile, 'path' | 'sha256'>[]): string {
-  const sorted = [...files].sort((x, y) => comparePaths(x.path, y.path));
   const hash = createHash('sha256');
-  for (const f of sorted) hash.update(`${f.path}\0${f.sha256}\n`);
+  let piece = '';
+  for (const f of sortedByPath(files)) {
+    piece += `${f.path}\0${f.sha256}\n`;
+    if (piece.length >= HASH_PIECE) {
+      hash.update(piece);
+      piece = '';
+    }
+  }
+  if (piece !== '') hash.update(piece);
   return hash.digest('hex');
 }
 

@@ -200,18 +200,13 @@ interface DirBuild {
   mtimeMs: number;
   scope: ScopeName;
   subdirs: number;
+  /** Undefined for the root. */
+  readonly parent: DirBuild | undefined;
 }
 
 /** A directory's mtime is its newest descendant's, so `find -newer` works on directories too. */
-function bumpDirMtimes(dirs: Map<string, DirBuild>, dirPath: string, mtimeMs: number): void {
-  for (let p = dirPath; ; ) {
-    const d = dirs.get(p);
-    if (d === undefined || d.mtimeMs >= mtimeMs) return;
-    d.mtimeMs = mtimeMs;
-    if (p === '/') return;
-    const slash = p.lastIndexOf('/');
-    p = slash === 0 ? '/' : p.slice(0, slash);
-  }
+function bumpDirMtimes(dir: DirBuild, mtimeMs: number): void {
+  for (let d: DirBuild | undefined = dir; d !== undefined && d.mtimeMs < mtimeMs; d = d.parent) d.mtimeMs = mtimeMs;
 }
 
 export class Tree {
@@ -261,7 +256,7 @@ export class Tree {
     const dirs = new Map<string, DirBuild>();
     const uid = opts.uid ?? 0;
     const gid = opts.gid ?? 0;
-    const root: DirBuild = { names: [], mtimeMs: emptyMtime, scope: '', subdirs: 0 };
+    const root: DirBuild = { names: [], mtimeMs: emptyMtime, scope: '', subdirs: 0, parent: undefined };
     dirs.set('/', root);
     const scopes = [...plan.scopes].sort((a, b) => compareScopes(a.scope, b.scope));
     let fileCount = 0;
@@ -277,7 +272,7 @@ export class Tree {
       if (parent === undefined) return undefined;
       parent.names.push(dirPath.slice(slash + 1));
       parent.subdirs++;
-      dir = { names: [], mtimeMs: emptyMtime, scope, subdirs: 0 };
+      dir = { names: [], mtimeMs: emptyMtime, scope, subdirs: 0, parent };
       dirs.set(dirPath, dir);
       return dir;
     };
@@ -285,13 +280,19 @@ export class Tree {
     for (const snapshot of scopes) {
       const scopeDir = `/${snapshot.scope}`;
       ensureDir(scopeDir, snapshot.scope);
+      // Files come sorted, so most share the previous file's directory: no slice or lookup for those.
+      let lastDirPath = '';
+      let lastDir: DirBuild | undefined;
       for (const file of snapshot.files) {
         // join builds a flat string (a template literal keeps a cons string plus its flattened copy).
         const path = [scopeDir, file.path].join('/');
         if (nodes.has(path) || dirs.has(path)) continue; // a name both file and dir: first wins
         const slash = path.lastIndexOf('/');
-        const dirPath = path.slice(0, slash);
-        const dir = ensureDir(dirPath, snapshot.scope);
+        if (slash !== lastDirPath.length || !path.startsWith(lastDirPath)) {
+          lastDirPath = path.slice(0, slash);
+          lastDir = ensureDir(lastDirPath, snapshot.scope);
+        }
+        const dir = lastDir;
         if (dir === undefined) continue;
         const prevNode = previous?.nodes.get(path);
         const prev = prevNode?.kind === 'file' ? prevNode : undefined;
@@ -301,7 +302,7 @@ export class Tree {
           dir.names.push(path.slice(slash + 1));
           fileCount++;
           totalBytes += file.size;
-          bumpDirMtimes(dirs, dirPath, prev.mtimeMs);
+          bumpDirMtimes(dir, prev.mtimeMs);
           continue;
         }
         const { mtimeMs, history } = reportedVersion(file, prev, prev === undefined ? (previous?.removed.get(path) ?? NO_HISTORY) : NO_HISTORY);
@@ -309,7 +310,7 @@ export class Tree {
         dir.names.push(path.slice(slash + 1));
         fileCount++;
         totalBytes += file.size;
-        bumpDirMtimes(dirs, dirPath, mtimeMs);
+        bumpDirMtimes(dir, mtimeMs);
       }
     }
 

@@ -1,4 +1,5 @@
-// The daemon's only way to the control plane (undici, one keep-alive pool).
+// The daemon's only way to the control plane (node:http or node:https, one
+// keep-alive agent; no third-party client, so mounting loads none).
 //
 // Rules every call follows:
 // - bounded: one deadline per call (--request-timeout, plus the long-poll
@@ -19,10 +20,13 @@
 // headers and every gap between body chunks (inactivity), not the whole
 // batch. It is not retried: its caller falls back to per-file fetches.
 
-import { Agent, request } from 'undici';
+import * as http from 'node:http';
+import type { IncomingMessage } from 'node:http';
+import { createRequire } from 'node:module';
 import { KnowledgeError, isErrorCode, isKnowledgeError, type ErrorCode } from '../core/errors.js';
 import type { Plan } from '../core/plan.js';
 import { parseBatchStream, type BatchItem } from './batch-stream.js';
+import { JsonStreamParser } from './json-stream.js';
 import {
   BATCH_CONTENT_TYPE,
   SHA256_HEADER,
@@ -92,11 +96,21 @@ export interface HttpControlClientOptions {
 
 const MAX_RETRIES = 3;
 const DEFAULT_MAX_JSON = 256 * 1024 * 1024;
+/**
+ * Below this, one JSON.parse of the whole body is faster than the stream
+ * parser on a cold start (1 MB: ~20 ms against ~60 ms), and the memory it
+ * saves is small.
+ */
+const STREAM_JSON_ABOVE = 4 * 1024 * 1024;
+/** Idle keep-alive sockets are closed after this (sooner when the server's Keep-Alive hint says so). */
+const IDLE_SOCKET_MS = 10_000;
 
 interface Reply {
   readonly status: number;
   readonly headers: Record<string, string | string[] | undefined>;
+  /** Empty when the body was parsed as it arrived (`parsed`). */
   readonly body: Buffer;
+  readonly parsed?: { readonly value: unknown };
 }
 
 interface CallOptions {
@@ -108,6 +122,60 @@ interface CallOptions {
   /** Called when the body exceeds maxBytes; default `too_large`. */
   readonly tooLarge?: () => KnowledgeError;
   readonly signal?: AbortSignal | undefined;
+  /**
+   * Parse a 2xx JSON body larger than STREAM_JSON_ABOVE (or of unknown
+   * length) chunk by chunk as it arrives (plans: 16 MB at 100 000 files)
+   * instead of holding the body and its text whole.
+   */
+  readonly streamJson?: boolean;
+}
+
+type Transport = Pick<typeof http, 'request' | 'Agent'>;
+
+interface SendOptions {
+  readonly agent: http.Agent;
+  readonly method: 'GET' | 'POST';
+  readonly headers: Record<string, string>;
+  readonly body?: string | undefined;
+  readonly signal?: AbortSignal | undefined;
+  /** Socket inactivity (no byte either way) this long destroys the request with a timeout error. */
+  readonly idleTimeoutMs?: number;
+}
+
+class IdleTimeout extends Error {
+  constructor(ms: number) {
+    super(`no data within ${ms} ms`);
+  }
+}
+
+/**
+ * Sends one request; resolves with the response once its headers arrive.
+ * An abort of `signal` (before or after that) destroys the request and the
+ * response, so reading a body never outlives its deadline.
+ */
+function send(transport: Transport, url: string, opts: SendOptions): Promise<IncomingMessage> {
+  return new Promise((resolve, reject) => {
+    const headers = opts.body === undefined ? opts.headers : { ...opts.headers, 'content-length': String(Buffer.byteLength(opts.body)) };
+    const req = transport.request(url, { agent: opts.agent, method: opts.method, headers, signal: opts.signal });
+    // Errors after the response (a reset mid-body) reach the body's reader through the response.
+    req.on('error', reject);
+    if (opts.idleTimeoutMs !== undefined) {
+      const ms = opts.idleTimeoutMs;
+      req.setTimeout(ms, () => req.destroy(new IdleTimeout(ms)));
+    }
+    req.on('response', (res: IncomingMessage) => {
+      // The reader sees errors by iterating; this listener only keeps a late one from being uncaught.
+      res.on('error', () => undefined);
+      const signal = opts.signal;
+      if (signal !== undefined) {
+        const onAbort = () => res.destroy(new Error('request aborted'));
+        signal.addEventListener('abort', onAbort, { once: true });
+        res.on('close', () => signal.removeEventListener('abort', onAbort));
+      }
+      resolve(res);
+    });
+    req.end(opts.body);
+  });
 }
 
 /** Encodes a scope path for a URL, segment by segment. */
@@ -117,18 +185,23 @@ export function encodePath(path: string): string {
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
-async function readCapped(body: AsyncIterable<Buffer> & { destroy(err?: Error): unknown }, max: number, tooLarge: () => KnowledgeError): Promise<Buffer> {
+const EMPTY = Buffer.alloc(0);
+
+/** The body, at most `max` bytes; with `sink`, each chunk goes there instead and the result is empty. */
+async function readCapped(body: IncomingMessage, max: number, tooLarge: () => KnowledgeError, sink?: (chunk: Buffer) => void): Promise<Buffer> {
   const chunks: Buffer[] = [];
   let total = 0;
-  for await (const chunk of body) {
+  for await (const chunk of body as AsyncIterable<Buffer>) {
     total += chunk.length;
     if (total > max) {
       const err = tooLarge();
       body.destroy(err);
       throw err;
     }
-    chunks.push(chunk);
+    if (sink !== undefined) sink(chunk);
+    else chunks.push(chunk);
   }
+  if (chunks.length === 0) return EMPTY;
   return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, total);
 }
 
@@ -137,7 +210,8 @@ export class HttpControlClient implements ControlClient {
   private readonly token: string;
   private readonly timeoutMs: number;
   private readonly maxJson: number;
-  private readonly agent: Agent;
+  private readonly transport: Transport;
+  private readonly agent: http.Agent;
 
   constructor(opts: HttpControlClientOptions) {
     let url: URL;
@@ -153,7 +227,9 @@ export class HttpControlClient implements ControlClient {
     this.token = opts.token;
     this.timeoutMs = opts.requestTimeoutMs;
     this.maxJson = opts.maxJsonBytes ?? DEFAULT_MAX_JSON;
-    this.agent = new Agent({ connections: opts.connections ?? 32, keepAliveTimeout: 10_000, pipelining: 1 });
+    // node:https (and TLS) is loaded only for an https:// server: a local control plane does not pay for it.
+    this.transport = url.protocol === 'https:' ? (createRequire(import.meta.url)('node:https') as Transport) : http;
+    this.agent = new this.transport.Agent({ keepAlive: true, maxSockets: opts.connections ?? 32, timeout: IDLE_SOCKET_MS });
   }
 
   async session(): Promise<SessionView> {
@@ -166,7 +242,7 @@ export class HttpControlClient implements ControlClient {
     if (waitMs > 0) path += `&wait=${(waitMs / 1000).toFixed(3).replace(/\.?0+$/, '')}`;
     const headers: Record<string, string> = {};
     if (req.etag !== undefined && req.etag !== '') headers['if-none-match'] = `"${req.etag}"`;
-    const reply = await this.call(path, { headers, extraTimeoutMs: waitMs, signal: req.signal });
+    const reply = await this.call(path, { headers, extraTimeoutMs: waitMs, signal: req.signal, streamJson: true });
     if (reply.status === 304) return null;
     return checkPlan(this.json(reply));
   }
@@ -186,41 +262,40 @@ export class HttpControlClient implements ControlClient {
 
   async *batch(scope: string, paths: readonly string[], opts: BatchOptions): AsyncGenerator<BatchItem> {
     if (opts.signal?.aborted) throw new KnowledgeError('unavailable', 'request cancelled');
-    let res: Awaited<ReturnType<typeof request>>;
+    let res: IncomingMessage;
     try {
-      res = await request(`${this.serverUrl}/v1/batch`, {
-        dispatcher: this.agent,
+      res = await send(this.transport, `${this.serverUrl}/v1/batch`, {
+        agent: this.agent,
         method: 'POST',
         headers: { authorization: `Bearer ${this.token}`, 'content-type': 'application/json' },
         body: JSON.stringify({ scope, paths }),
         signal: opts.signal,
-        headersTimeout: this.timeoutMs,
-        bodyTimeout: this.timeoutMs,
+        // Bounds the wait for the headers and every gap between body chunks.
+        idleTimeoutMs: this.timeoutMs,
       });
     } catch (err) {
       if (opts.signal?.aborted) throw new KnowledgeError('unavailable', 'request cancelled');
       throw new KnowledgeError('unavailable', `control plane at ${this.serverUrl} unavailable: ${describeNetworkError(err)}`);
     }
-    if (res.statusCode !== 200) {
+    const status = res.statusCode ?? 0;
+    if (status !== 200) {
       let body: Buffer;
       try {
-        body = await readCapped(res.body, 1024 * 1024, () => new KnowledgeError('unavailable', 'control plane error answer too large'));
+        body = await readCapped(res, 1024 * 1024, () => new KnowledgeError('unavailable', 'control plane error answer too large'));
       } catch (err) {
         if (isKnowledgeError(err)) throw err;
         throw new KnowledgeError('unavailable', `control plane at ${this.serverUrl} unavailable: ${describeNetworkError(err)}`);
       }
-      throw this.errorFor({ status: res.statusCode, headers: res.headers, body });
+      throw this.errorFor({ status, headers: res.headers, body });
     }
     const type = res.headers['content-type'];
-    // Destroying an undici body emits an AbortError: expected here, not an uncaught error.
-    res.body.on('error', () => undefined);
     if (type !== BATCH_CONTENT_TYPE) {
-      res.body.destroy();
+      res.destroy();
       throw new KnowledgeError('unavailable', `control plane at ${this.serverUrl} answered a batch with content-type ${String(type)}`);
     }
     let complete = false;
     try {
-      for await (const item of parseBatchStream(res.body, paths, opts.maxFileBytes)) yield item;
+      for await (const item of parseBatchStream(res, paths, opts.maxFileBytes)) yield item;
       complete = true;
     } catch (err) {
       if (isKnowledgeError(err)) throw err;
@@ -228,7 +303,7 @@ export class HttpControlClient implements ControlClient {
       throw new KnowledgeError('unavailable', `batch from ${this.serverUrl} failed: ${describeNetworkError(err)}`);
     } finally {
       // Abandoned early (or failed): drop the connection rather than read the rest.
-      if (!complete) res.body.destroy();
+      if (!complete) res.destroy();
     }
   }
 
@@ -250,12 +325,21 @@ export class HttpControlClient implements ControlClient {
   }
 
   async close(): Promise<void> {
-    await this.agent.close().catch(() => undefined);
+    this.agent.destroy();
   }
 
   private json(reply: Reply): unknown {
+    if (reply.parsed !== undefined) return reply.parsed.value;
     try {
       return JSON.parse(reply.body.toString('utf8'));
+    } catch {
+      throw new KnowledgeError('unavailable', `control plane at ${this.serverUrl} answered something that is not JSON`);
+    }
+  }
+
+  private notJsonIfThrows<T>(parse: () => T): T {
+    try {
+      return parse();
     } catch {
       throw new KnowledgeError('unavailable', `control plane at ${this.serverUrl} answered something that is not JSON`);
     }
@@ -278,18 +362,24 @@ export class HttpControlClient implements ControlClient {
       opts.signal?.addEventListener('abort', onOuterAbort, { once: true });
       let reply: Reply;
       try {
-        const res = await request(`${this.serverUrl}${path}`, {
-          dispatcher: this.agent,
+        const res = await send(this.transport, `${this.serverUrl}${path}`, {
+          agent: this.agent,
           method,
           headers: { authorization: `Bearer ${this.token}`, ...opts.headers },
-          body: opts.body ?? null,
+          body: opts.body,
           signal: ac.signal,
-          headersTimeout: remaining,
-          bodyTimeout: remaining,
         });
-        const max = res.statusCode >= 400 ? 1024 * 1024 : (opts.maxBytes ?? this.maxJson);
+        const status = res.statusCode ?? 0;
+        const max = status >= 400 ? 1024 * 1024 : (opts.maxBytes ?? this.maxJson);
         const tooLarge = opts.tooLarge ?? (() => new KnowledgeError('unavailable', `control plane answer for ${path.split('?')[0]} is too large`));
-        reply = { status: res.statusCode, headers: res.headers, body: await readCapped(res.body, max, tooLarge) };
+        const length = Number(res.headers['content-length'] ?? Number.NaN);
+        if (opts.streamJson === true && status >= 200 && status < 300 && !(length <= STREAM_JSON_ABOVE)) {
+          const parser = new JsonStreamParser();
+          const body = await readCapped(res, max, tooLarge, (chunk) => this.notJsonIfThrows(() => parser.write(chunk)));
+          reply = { status, headers: res.headers, body, parsed: { value: this.notJsonIfThrows(() => parser.end()) } };
+        } else {
+          reply = { status, headers: res.headers, body: await readCapped(res, max, tooLarge) };
+        }
       } catch (err) {
         if (isKnowledgeError(err)) throw err;
         if (opts.signal?.aborted) throw new KnowledgeError('unavailable', 'request cancelled');
@@ -346,7 +436,7 @@ export class HttpControlClient implements ControlClient {
     if (waitMs > 0) path += `&wait=${(waitMs / 1000).toFixed(3).replace(/\.?0+$/, '')}`;
     const headers: Record<string, string> = {};
     if (req.etag !== undefined && req.etag !== '') headers['if-none-match'] = `"${req.etag}"`;
-    const reply = await this.call(path, { headers, extraTimeoutMs: waitMs, signal: req.signal });
+    const reply = await this.call(path, { headers, extraTimeoutMs: waitMs, signal: req.signal, streamJson: true });
     if (reply.status === 304) return null;
     return checkPlanChanges(this.json(reply));
   }

@@ -1,10 +1,9 @@
-// `knowledgefs mount`: wiring and lifecycle of the mount daemon.
+// The mount daemon's lifecycle once the first plan is in hand (its start,
+// `runMountDaemon`, is in run-mount.ts):
 //
-//   check FUSE → clean a stale mount → session + first plan (fail fast:
-//   control plane unreachable at start is exit 4, a supervisor restarts us)
-//   → tree → mount → control socket → print "mounted …" → sync loop and
-//   prefetch in the background → on SIGINT/SIGTERM: stop both, close the
-//   socket, unmount, exit 0.
+//   tree → mount → control socket → print "mounted …" → sync loop and
+//   prefetch in the background → on stop: stop both, close the socket,
+//   unmount, close the client.
 //
 // The tree is one immutable value swapped whole (`setTree`); every part
 // reads it through `() => this.tree`, so a plan is applied atomically. Beside
@@ -13,26 +12,21 @@
 // Nothing here touches the mount point after mounting (that would deadlock
 // the FUSE loop running on this same event loop).
 
-import { mkdir } from 'node:fs/promises';
-import { resolve } from 'node:path';
-import { KnowledgeError, isKnowledgeError } from '../core/errors.js';
 import type { Plan } from '../core/plan.js';
 import type { ScopeName } from '../core/scope.js';
 import { Tree, type TreeOptions } from '../core/tree.js';
 import type { DaemonStatus } from '../core/wire.js';
 import { ContentCache } from './content-cache.js';
 import { startControlSocket, type ReadToolBackend } from './control-socket.js';
-import { HttpControlClient, type ControlClient } from './control-client.js';
+import type { ControlClient } from './control-client.js';
 import { ContentFetcher } from './fetcher.js';
 import { KnowledgeFilesystem } from './filesystem.js';
-import { describeFuseProblems, fuseProblems } from './fuse-check.js';
 import { mountFuse, type FuseMount } from './fuse-adapter.js';
 import { GrantCache } from './grant-cache.js';
-import { describeMountOptions, validateMountOptions, MOUNT_DEFAULTS, type MountOptions } from './options.js';
+import { MOUNT_DEFAULTS, type MountOptions } from './options.js';
 import { planSource } from './plan-changes.js';
 import { BATCH_BYTES, BATCH_FILES, Prefetcher } from './prefetch.js';
 import { DirectoryReadAhead, readAheadBytes } from './read-ahead.js';
-import { cleanStaleMount } from './stale-mount.js';
 import { SyncLoop } from './sync-loop.js';
 
 export interface MountDaemonIo {
@@ -207,53 +201,4 @@ export class MountDaemon {
 
 function versionsOf(plan: Plan): Map<ScopeName, string> {
   return new Map(plan.scopes.map((s) => [s.scope, s.version]));
-}
-
-function startupError(err: unknown, serverUrl: string): KnowledgeError {
-  if (!isKnowledgeError(err)) return new KnowledgeError('internal', err instanceof Error ? err.message : String(err));
-  if (err.code === 'unavailable') {
-    return new KnowledgeError('unavailable', `${err.message}. Is \`knowledgefs serve\` running at ${serverUrl}? Check --server.`);
-  }
-  if (err.code === 'unauthorized') {
-    return new KnowledgeError('unauthorized', `the control plane at ${serverUrl} rejected the runner token (wrong token, or the session was deleted)`);
-  }
-  return err;
-}
-
-/** Runs the daemon until `stop` resolves. Throws KnowledgeError for anything that prevents mounting. */
-export async function runMountDaemon(opts: MountOptions, io: MountDaemonIo, stop: Promise<unknown>): Promise<void> {
-  validateMountOptions(opts);
-  const problems = fuseProblems();
-  if (problems.length > 0) throw new KnowledgeError('config', describeFuseProblems(problems));
-  const mountpoint = resolve(opts.mountpoint);
-  const effective: MountOptions = { ...opts, mountpoint };
-
-  const cleaned = await cleanStaleMount(mountpoint);
-  if (cleaned !== undefined) io.log(cleaned);
-  await mkdir(mountpoint, { recursive: true });
-
-  const t0 = performance.now();
-  const client = io.client ?? new HttpControlClient({ serverUrl: opts.serverUrl, token: opts.token, requestTimeoutMs: opts.requestTimeoutMs });
-  const daemon = await (async () => {
-    // The first plan stays inside this function: only the tree built from it outlives start-up.
-    let plan: Plan | null;
-    try {
-      await client.session();
-      plan = await client.plan({ threshold: opts.prefetchThreshold });
-      if (plan === null) throw new KnowledgeError('unavailable', 'control plane answered 304 to a plan request without a version');
-    } catch (err) {
-      await client.close();
-      throw startupError(err, opts.serverUrl);
-    }
-    io.log(`knowledgefs mount: ${describeMountOptions(effective)}`);
-    const t1 = performance.now();
-    const built = new MountDaemon(effective, io, plan, client);
-    const t2 = performance.now();
-    await built.start();
-    const t3 = performance.now();
-    io.log(`ready in ${Math.round(t3 - t0)} ms (session + plan ${Math.round(t1 - t0)} ms, tree ${Math.round(t2 - t1)} ms, mount ${Math.round(t3 - t2)} ms)`);
-    return built;
-  })();
-  await stop;
-  await daemon.stop();
 }

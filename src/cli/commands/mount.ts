@@ -14,13 +14,14 @@ import { tmpdir } from 'node:os';
 import { KnowledgeError } from '../../core/errors.js';
 import { defaultSocketPath } from '../../core/socket-path.js';
 import { parseDuration, parseSize, formatDurationFlag, formatSizeFlag } from '../../core/units.js';
-import { runMountDaemon } from '../../daemon/mount-daemon.js';
+import { keepYoungGenerationSmall } from '../../daemon/heap.js';
+import { runMountDaemon } from '../../daemon/run-mount.js';
 import { MOUNT_DEFAULTS } from '../../daemon/options.js';
 import type { CliContext } from '../context.js';
 import { EXIT } from '../exit-codes.js';
 import type { CommandResult } from '../main.js';
 import { parsedOption } from '../option-parser.js';
-import { readTokenFile } from './serve.js';
+import { readTokenFile } from '../token-file.js';
 
 export const TOKEN_ENV = 'KNOWLEDGEFS_TOKEN';
 
@@ -83,6 +84,7 @@ Examples:
     )
     .action(async (mountpoint: string, flags: MountFlags) => {
       const token = await resolveToken(flags, ctx);
+      keepYoungGenerationSmall(process.execArgv, process.env.NODE_OPTIONS);
       const stop = ctx.stopSignal();
       await runMountDaemon(
         {

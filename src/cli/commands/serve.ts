@@ -18,8 +18,7 @@ import type { CliContext } from '../context.js';
 import { EXIT } from '../exit-codes.js';
 import type { CommandResult } from '../main.js';
 import { parsedOption } from '../option-parser.js';
-
-export const ADMIN_TOKEN_ENV = 'KNOWLEDGEFS_ADMIN_TOKEN';
+import { ADMIN_TOKEN_ENV, readTokenFile } from '../token-file.js';
 
 interface ServeFlags {
   data: string;
@@ -40,18 +39,6 @@ function parseOnOff(text: string): boolean {
   if (v === 'on' || v === 'true' || v === 'yes') return true;
   if (v === 'off' || v === 'false' || v === 'no') return false;
   throw new KnowledgeError('invalid_argument', `expected on or off, not "${text}"`);
-}
-
-export async function readTokenFile(file: string, what: string): Promise<string> {
-  let text: string;
-  try {
-    text = await readFile(file, 'utf8');
-  } catch (err) {
-    throw new KnowledgeError('config', `${what} ${file}: cannot read (${(err as NodeJS.ErrnoException).code ?? String(err)})`);
-  }
-  const token = text.trim();
-  if (token === '') throw new KnowledgeError('config', `${what} ${file}: empty`);
-  return token;
 }
 
 async function resolveAdminToken(flags: ServeFlags, dataDir: string, ctx: CliContext): Promise<string> {

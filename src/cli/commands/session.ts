@@ -11,7 +11,7 @@ import type { CreateSessionRequest, CreateSessionResponse } from '../../core/wir
 import type { CliContext } from '../context.js';
 import { EXIT, EXIT_FOR_CODE } from '../exit-codes.js';
 import type { CommandResult } from '../main.js';
-import { ADMIN_TOKEN_ENV, readTokenFile } from './serve.js';
+import { ADMIN_TOKEN_ENV, readTokenFile } from '../token-file.js';
 
 interface CreateFlags {
   server: string;
