@@ -79,7 +79,7 @@ describe('knowledgefs serve: bad input', () => {
     expect(missing.code).toBe(2);
     expect(missing.stderr).toMatch(/directory\.json: missing/);
     expect((await run(['serve', '--data', join(d, 'nope'), '--listen', '127.0.0.1:0'], env)).stderr).toMatch(/not a directory/);
-    for (const args of [['--listen', 'nowhere'], ['--scan-interval', 'soon'], ['--max-file-size', 'big'], ['--membership-url', 'ftp://x']]) {
+    for (const args of [['--listen', 'nowhere'], ['--scan-interval', 'soon'], ['--watch', 'maybe'], ['--watch-scan-interval', 'later'], ['--max-file-size', 'big'], ['--membership-url', 'ftp://x']]) {
       const r = await run(['serve', '--data', d, ...args], env);
       expect(r.code, args.join(' ')).toBe(2);
       expect(r.stderr.trim().split('\n').filter((l) => !l.startsWith('(run with')).length, r.stderr).toBe(1);

@@ -59,7 +59,7 @@ beforeAll(async () => {
   const flaky = (source: MembershipSource): MembershipSource => ({
     teamsOf: (user) => (membershipDown ? Promise.reject(new Error('membership down')) : source.teamsOf(user)),
   });
-  cp = await startControlPlane({ dataDir: dir, scanIntervalMs: 60_000, deps: { wrapPackStore: counting, wrapMembership: flaky } });
+  cp = await startControlPlane({ dataDir: dir, scanIntervalMs: 60_000, watch: false, deps: { wrapPackStore: counting, wrapMembership: flaky } });
 });
 afterAll(async () => {
   await cp?.close();

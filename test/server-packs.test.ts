@@ -229,7 +229,7 @@ describe('what cannot be served', () => {
 
 describe('bytes and hashes', () => {
   it('a file changed since the scan is served with the hash of the bytes sent, and the plan moves on', async () => {
-    const slow = await startControlPlane({ dataDir: dir, scanIntervalMs: 3_600_000 });
+    const slow = await startControlPlane({ dataDir: dir, scanIntervalMs: 3_600_000, watch: false });
     try {
       const s = await slow.createSession({ kind: 'team', creator: 'alice', team: 'payments' });
       const before = (await (await fetch(`${slow.url}/v1/plan`, { headers: auth(s.token) })).json()) as Plan;

@@ -5,16 +5,20 @@
 //
 // Start-up order: directory.json must be valid (else KnowledgeError('config')),
 // state must load, and the first scan must finish before the first request,
-// so a plan never shows a half-scanned tree. Rescans run one after another
-// (the next starts max(scanIntervalMs, 2 × the last scan's duration) after
-// the previous ended), never overlap.
+// so a plan never shows a half-scanned tree. The first scan also places the
+// watches (data-watch.ts). Afterwards a watched change is rescanned (only its
+// directory and what is below it, or directory.json) about 50 ms later, and everything is rescanned
+// every watchScanIntervalMs as a safety net; without a working watch, every
+// scanIntervalMs. Scans never overlap (rescan-loop.ts).
 
 import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
 import { join } from 'node:path';
 import { stat } from 'node:fs/promises';
 import { KnowledgeError } from '../core/errors.js';
+import { formatDurationFlag } from '../core/units.js';
 import { fileAuditSink, type AuditSink } from './audit-log.js';
+import { DataWatch, emptyWork, fullWork, mergeWork, type ScanWork, type WatchFunction } from './data-watch.js';
 import type { RouteContext } from './context.js';
 import { DirectorySource } from './directory-source.js';
 import { DirPackStore } from './dir-pack-store.js';
@@ -22,6 +26,7 @@ import { createHttpServer } from './http-adapter.js';
 import { directoryMembership, httpMembership, type MembershipSource } from './membership.js';
 import { resolveOptions, type ControlPlaneOptions, type ResolvedOptions } from './options.js';
 import type { PackStore } from './pack-store.js';
+import { RescanLoop } from './rescan-loop.js';
 import { createRouter, type Handler } from './router.js';
 import { SessionRegistry, type PersistedState, type StateChange } from './session-registry.js';
 import { fileStateStore, type StateStore } from './state-file.js';
@@ -33,6 +38,8 @@ export interface ControlPlaneDeps {
   readonly wrapMembership?: (source: MembershipSource) => MembershipSource;
   readonly stateStore?: StateStore<PersistedState, StateChange>;
   readonly audit?: AuditSink;
+  /** Replaces fs.watch for the data-dir watch (tests make it fail). */
+  readonly watch?: WatchFunction;
 }
 
 export interface ControlPlane {
@@ -43,6 +50,8 @@ export interface ControlPlane {
   readonly registry: SessionRegistry;
   readonly directory: DirectorySource;
   readonly audit: AuditSink;
+  /** The data-dir watch; null with `watch: false`. */
+  readonly watch: DataWatch | null;
   /** Rescans directory.json and the packs now (tests use it instead of waiting). */
   rescan(): Promise<void>;
   /** Stops scanning, ends long-polls, closes connections, flushes state and audit. */
@@ -60,8 +69,27 @@ export async function createControlPlaneServer(input: ControlPlaneOptions, deps:
   const dataStat = await stat(options.dataDir).catch(() => null);
   if (!dataStat?.isDirectory()) throw new KnowledgeError('config', `--data ${options.dataDir}: not a directory`);
   const directory = await DirectorySource.open(join(options.dataDir, 'directory.json'), options.log);
-  const store = new DirPackStore(options.dataDir, { maxFileSize: options.maxFileSize, log: options.log });
+  // Changes noticed before the rescan loop exists (start-up) wait here for it.
+  let loop: RescanLoop | null = null;
+  const early = emptyWork();
+  const watch = options.watch
+    ? new DataWatch({
+        root: options.dataDir,
+        changed: (work) => (loop ? loop.notice(work) : mergeWork(early, work)),
+        failed: (reason) => {
+          options.log(`watching ${options.dataDir} stopped: ${reason}; rescanning everything every ${formatDurationFlag(options.scanIntervalMs)} (--scan-interval) instead`);
+          // Events may have been lost: rescan everything now, then at the short interval.
+          if (loop === null) mergeWork(early, fullWork());
+          loop?.retime();
+          loop?.notice(fullWork());
+        },
+        ...(deps.watch ? { watch: deps.watch } : {}),
+      })
+    : null;
+  const store = new DirPackStore(options.dataDir, { maxFileSize: options.maxFileSize, log: options.log, ...(watch ? { observer: watch } : {}) });
   await store.scan();
+  // directory.json was read before its directory was watched.
+  await directory.refresh();
   const registry = await SessionRegistry.open(deps.stateStore ?? fileStateStore<PersistedState, StateChange>(options.stateFile));
   let membership =
     deps.membership ??
@@ -81,37 +109,27 @@ export async function createControlPlaneServer(input: ControlPlaneOptions, deps:
   const handler = createRouter(ctx);
   const shutdown = new AbortController();
   const server = createHttpServer(handler, { maxBodyBytes: options.maxBodyBytes, log: options.log }, shutdown.signal);
-
-  let timer: NodeJS.Timeout | null = null;
   let closed = false;
-  let scanning: Promise<void> | null = null;
-  const rescan = (): Promise<void> => {
-    scanning ??= (async () => {
-      try {
-        await directory.refresh();
+
+  const scan = async (work: ScanWork): Promise<void> => {
+    try {
+      if (work.full || work.directory) await directory.refresh();
+      if (work.full) {
+        watch?.renew();
         await store.scan();
-      } catch (err) {
-        options.log(`rescan failed: ${err instanceof Error ? err.message : String(err)}`);
-      } finally {
-        scanning = null;
+      } else if (work.layout || work.packs.size > 0) {
+        await store.scan(work.packs);
       }
-    })();
-    return scanning;
+    } catch (err) {
+      options.log(`rescan failed: ${err instanceof Error ? err.message : String(err)}`);
+    }
   };
-  // The pause after a scan is at least twice the scan's own duration, so a
-  // very large tree never keeps the scanner busy more than a third of the time.
-  let lastScanMs = 0;
-  const schedule = () => {
-    if (closed) return;
-    timer = setTimeout(() => {
-      const started = performance.now();
-      void rescan().then(() => {
-        lastScanMs = performance.now() - started;
-        schedule();
-      });
-    }, Math.max(options.scanIntervalMs, 2 * lastScanMs));
-  };
-  schedule();
+  loop = new RescanLoop({
+    scan,
+    fullIntervalMs: () => (watch?.healthy ? options.watchScanIntervalMs : options.scanIntervalMs),
+  });
+  const rescanLoop = loop;
+  if (early.full || early.directory || early.layout || early.packs.size > 0) loop.notice(early);
 
   return {
     options,
@@ -121,11 +139,13 @@ export async function createControlPlaneServer(input: ControlPlaneOptions, deps:
     registry,
     directory,
     audit,
-    rescan,
+    watch,
+    rescan: () => rescanLoop.now(),
     async close() {
       if (closed) return;
       closed = true;
-      if (timer) clearTimeout(timer);
+      watch?.close();
+      const scanEnded = rescanLoop.close();
       shutdown.abort();
       const serverClosed = server.listening
         ? new Promise<void>((resolve) => server.close(() => resolve()))
@@ -134,7 +154,7 @@ export async function createControlPlaneServer(input: ControlPlaneOptions, deps:
       const force = setTimeout(() => server.closeAllConnections(), 2_000);
       await serverClosed;
       clearTimeout(force);
-      await scanning;
+      await scanEnded;
       await registry.close();
       await audit.close();
     },

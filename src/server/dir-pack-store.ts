@@ -15,6 +15,11 @@
 // the snapshot, updates the snapshot and answers with the fresh hash: bytes
 // and hash always belong together. `readSmallSync` is the same for files of
 // at most SYNC_HASH_BYTES (POST /v1/batch reads thousands of them).
+//
+// `scan(packs)` rescans only the named directories of the named packs (each
+// with everything below it; and which packs exist); an observer
+// (data-watch.ts) is told of every directory before it is listed, so a watch
+// placed then misses nothing the listing did not already see.
 
 import { createHash } from 'node:crypto';
 import { closeSync, constants, fstatSync, lstatSync, openSync, readdirSync, readFileSync, realpathSync, type Dirent } from 'node:fs';
@@ -29,6 +34,17 @@ import { createSlicer, fingerprint, sameFingerprint, type Fingerprint, type Slic
 export interface DirPackStoreOptions {
   readonly maxFileSize: number;
   readonly log: (line: string) => void;
+  readonly observer?: ScanObserver;
+}
+
+/** Follows which directories the scans walk (to watch them). */
+export interface ScanObserver {
+  /** `dir` is about to be listed; `scope` null for DATA/ and DATA/teams/ (the layout of packs). */
+  listing(dir: string, scope: ScopeName | null): void;
+  /** A scan of the directories `within` of `scope` (and below) listed exactly `dirs`. */
+  packScanned(scope: ScopeName, dirs: ReadonlySet<string>, within: readonly string[]): void;
+  /** The packs that exist after a scan. */
+  packsPresent(scopes: ReadonlySet<ScopeName>): void;
 }
 
 /** A file of the current snapshot with the stat it was hashed at (null: unknown, re-hash next scan). */
@@ -52,6 +68,16 @@ function indexOf(scope: ScopeName, entries: IndexEntry[]): ScopeIndex {
   return { snapshot, byPath: new Map(entries.map((e) => [e.file.path, e])) };
 }
 
+/** The given directories without those inside another of them ('' = the pack, contains all). */
+function outermost(rels: readonly string[]): string[] {
+  const sorted = [...new Set(rels)].sort();
+  const out: string[] = [];
+  for (const r of sorted) {
+    if (!out.some((o) => o === '' || r.startsWith(`${o}/`))) out.push(r);
+  }
+  return out;
+}
+
 export function scopeDir(root: string, scope: ScopeName): string | null {
   const parsed = parseScope(scope);
   if (parsed === null) return null;
@@ -64,6 +90,7 @@ export class DirPackStore implements PackStore {
   private readonly logged = new Set<string>();
   private realRoot: string | null = null;
   private scanning: Promise<boolean> | null = null;
+  private queue: Promise<unknown> = Promise.resolve();
   generation = 0;
 
   constructor(
@@ -79,12 +106,25 @@ export class DirPackStore implements PackStore {
     return this.indexes.get(scope)?.snapshot;
   }
 
-  /** Scans once (concurrent callers share one scan); true when any snapshot changed. */
-  scan(): Promise<boolean> {
-    this.scanning ??= this.doScan().finally(() => {
+  /**
+   * Scans every pack, or only `packs`: per pack, directories relative to it
+   * ('' = the whole pack), each rescanned with everything below it; a pack
+   * that appeared is scanned whole, one that is gone dropped. True when any
+   * snapshot changed. Scans run one after another; concurrent full scans
+   * share one.
+   */
+  scan(packs?: ReadonlyMap<ScopeName, ReadonlySet<string>>): Promise<boolean> {
+    if (packs !== undefined) return this.enqueue(() => this.doScan(packs));
+    this.scanning ??= this.enqueue(() => this.doScan()).finally(() => {
       this.scanning = null;
     });
     return this.scanning;
+  }
+
+  private enqueue(run: () => Promise<boolean>): Promise<boolean> {
+    const next = this.queue.then(run);
+    this.queue = next.catch(() => undefined);
+    return next;
   }
 
   private logOnce(key: string, line: string): void {
@@ -111,11 +151,13 @@ export class DirPackStore implements PackStore {
   private packRoots(): { scope: ScopeName; dir: string }[] {
     this.realRoot ??= realpathSync(this.root);
     const roots: { scope: ScopeName; dir: string }[] = [];
+    this.options.observer?.listing(this.root, null);
     const account = join(this.root, 'account');
     const accountStat = lstatSync(account, { throwIfNoEntry: false });
     if (accountStat?.isDirectory()) roots.push({ scope: ACCOUNT_SCOPE, dir: account });
     else if (accountStat) this.skip(account, 'not a directory (symlinks are not followed)');
     const teamsDir = join(this.root, 'teams');
+    this.options.observer?.listing(teamsDir, null);
     for (const entry of this.listDir(teamsDir) ?? []) {
       const name = this.decodeName(teamsDir, entry.name);
       if (name === null) continue;
@@ -152,15 +194,33 @@ export class DirPackStore implements PackStore {
     dir: string,
     old: ScopeIndex | undefined,
     slice: Slicer,
+    subtrees: readonly string[] = [''],
   ): Promise<ScopeIndex | null> {
     const entries: IndexEntry[] = [];
     const toHash: { abs: string; rel: string; st: Fingerprint; size: number; mtimeMs: number }[] = [];
     let dirty = old === undefined;
     let reused = 0;
-    const stack: { abs: string; rel: string }[] = [{ abs: dir, rel: '' }];
+    const observer = this.options.observer;
+    const listed = new Set<string>();
+    const whole = old === undefined || subtrees.includes('') || !this.insidePack(dir, subtrees);
+    const tops = whole ? [''] : outermost(subtrees);
+    if (!whole && old !== undefined) {
+      // Files outside the rescanned directories stay as they are.
+      for (const e of old.byPath.values()) {
+        if (!tops.some((t) => e.file.path.startsWith(`${t}/`))) {
+          entries.push(e);
+          reused++;
+        }
+      }
+    }
+    const stack = tops.map((rel) => ({ abs: rel === '' ? dir : `${dir}/${rel}`, rel }));
     while (stack.length > 0) {
       const d = stack.pop() as { abs: string; rel: string };
       if (slice.due()) await slice.yield();
+      if (observer) {
+        observer.listing(d.abs, scope);
+        listed.add(d.abs);
+      }
       for (const entry of this.listDir(d.abs) ?? []) {
         if (slice.due()) await slice.yield();
         const name = this.decodeName(d.abs, entry.name);
@@ -211,8 +271,31 @@ export class DirPackStore implements PackStore {
       if (sha256 === null) continue; // vanished or replaced while hashing: the next scan sees it
       entries.push({ file: { path: f.rel, size: f.size, mtimeMs: f.mtimeMs, sha256 }, fp: fingerprint(f.st) });
     }
+    observer?.packScanned(scope, listed, tops.map((rel) => (rel === '' ? dir : `${dir}/${rel}`)));
     if (!dirty && old !== undefined && reused === old.snapshot.files.length) return null;
     return indexOf(scope, entries);
+  }
+
+  /**
+   * True when each directory is still reached without a symlink (or is gone):
+   * listing it then cannot wander outside the pack. Otherwise the whole pack
+   * is walked, which never follows symlinks.
+   */
+  private insidePack(dir: string, rels: readonly string[]): boolean {
+    let realDir: string;
+    try {
+      realDir = realpathSync.native(dir);
+    } catch {
+      return false;
+    }
+    for (const rel of rels) {
+      try {
+        if (realpathSync.native(`${dir}/${rel}`) !== `${realDir}/${rel}`) return false;
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'ENOENT') return false;
+      }
+    }
+    return true;
   }
 
   private async hashFile(abs: string, size: number): Promise<string | null> {
@@ -236,20 +319,28 @@ export class DirPackStore implements PackStore {
     }
   }
 
-  private async doScan(): Promise<boolean> {
+  private async doScan(only?: ReadonlyMap<ScopeName, ReadonlySet<string>>): Promise<boolean> {
     const slice = createSlicer();
     const roots = this.packRoots();
+    this.options.observer?.packsPresent(new Set(roots.map((r) => r.scope)));
     const next = new Map<ScopeName, ScopeIndex>();
     let changed = roots.length !== this.indexes.size;
+    const kept: ScopeName[] = [];
     for (const r of roots) {
       const old = this.indexes.get(r.scope);
-      const index = await this.scanPack(r.scope, r.dir, old, slice);
+      if (only !== undefined && old !== undefined && !only.has(r.scope)) {
+        kept.push(r.scope);
+        continue;
+      }
+      const index = await this.scanPack(r.scope, r.dir, old, slice, only ? [...(only.get(r.scope) ?? [''])] : undefined);
       if (index === null) next.set(r.scope, old as ScopeIndex);
       else {
         next.set(r.scope, index);
         changed = true;
       }
     }
+    // Packs not rescanned keep their current index (a `read` may have updated it while this scan yielded).
+    for (const scope of kept) next.set(scope, this.indexes.get(scope) as ScopeIndex);
     // A file `read` re-hashed during this scan may be overwritten by what the
     // scan saw; the next scan (or read) corrects it. Never a wrong hash header.
     if (changed) this.install(next);

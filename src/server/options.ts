@@ -18,7 +18,11 @@ export interface ControlPlaneOptions {
   readonly membershipTimeoutMs?: number;
   /** Audit log (one JSON line per decision). Default `<dataDir>/.knowledgefs/audit.log`. */
   readonly auditLog?: string;
-  /** Pause between two rescans of the data directory. Default 1 000 ms. */
+  /** Watch the data directory (inotify) and rescan what changed at once. Default true. */
+  readonly watch?: boolean;
+  /** Pause between full rescans while the watch works (a safety net for lost events). Default 30 000 ms. */
+  readonly watchScanIntervalMs?: number;
+  /** Pause between full rescans without a working watch (`watch` false, or the watch failed). Default 1 000 ms. */
   readonly scanIntervalMs?: number;
   /** Files larger than this are skipped (one log line). Default 64 MiB. */
   readonly maxFileSize?: number;
@@ -41,6 +45,8 @@ export interface ResolvedOptions {
   readonly membershipUrl: string | undefined;
   readonly membershipTimeoutMs: number;
   readonly auditLog: string;
+  readonly watch: boolean;
+  readonly watchScanIntervalMs: number;
   readonly scanIntervalMs: number;
   readonly maxFileSize: number;
   readonly maxBodyBytes: number;
@@ -52,6 +58,7 @@ export interface ResolvedOptions {
 
 export const DEFAULTS = {
   membershipTimeoutMs: 2_000,
+  watchScanIntervalMs: 30_000,
   scanIntervalMs: 1_000,
   maxFileSize: 64 * 1024 * 1024,
   maxBodyBytes: 64 * 1024,
@@ -95,6 +102,8 @@ export function resolveOptions(o: ControlPlaneOptions): ResolvedOptions {
     membershipUrl: o.membershipUrl?.replace(/\/+$/, ''),
     membershipTimeoutMs: positive('--membership-timeout', o.membershipTimeoutMs, DEFAULTS.membershipTimeoutMs),
     auditLog: o.auditLog ?? join(internalDir(o.dataDir), 'audit.log'),
+    watch: o.watch ?? true,
+    watchScanIntervalMs: positive('--watch-scan-interval', o.watchScanIntervalMs, DEFAULTS.watchScanIntervalMs),
     scanIntervalMs: positive('--scan-interval', o.scanIntervalMs, DEFAULTS.scanIntervalMs),
     maxFileSize: positive('--max-file-size', o.maxFileSize, DEFAULTS.maxFileSize),
     maxBodyBytes: positive('maxBodyBytes', o.maxBodyBytes, DEFAULTS.maxBodyBytes),

@@ -28,8 +28,17 @@ interface ServeFlags {
   membershipUrl?: string;
   membershipTimeout: number;
   auditLog?: string;
+  watch: boolean;
+  watchScanInterval: number;
   scanInterval: number;
   maxFileSize: number;
+}
+
+function parseOnOff(text: string): boolean {
+  const v = text.trim().toLowerCase();
+  if (v === 'on' || v === 'true' || v === 'yes') return true;
+  if (v === 'off' || v === 'false' || v === 'no') return false;
+  throw new KnowledgeError('invalid_argument', `expected on or off, not "${text}"`);
 }
 
 async function resolveAdminToken(flags: ServeFlags, dataDir: string, ctx: CliContext): Promise<string> {
@@ -63,7 +72,9 @@ export function registerServe(program: Command, ctx: CliContext, result: Command
     .option('--membership-url <url>', 'external membership service: GET <url>/users/<user>/teams (default: directory.json)')
     .addOption(parsedOption('--membership-timeout <duration>', 'timeout of one membership request', parseDuration, DEFAULTS.membershipTimeoutMs, formatDurationFlag(DEFAULTS.membershipTimeoutMs)))
     .option('--audit-log <file>', 'audit log, one JSON line per decision (default DATA/.knowledgefs/audit.log)')
-    .addOption(parsedOption('--scan-interval <duration>', "pause between rescans of the data directory (at least twice the last scan's duration)", parseDuration, DEFAULTS.scanIntervalMs, formatDurationFlag(DEFAULTS.scanIntervalMs)))
+    .addOption(parsedOption('--watch <on|off>', 'watch the data directory with inotify and rescan a changed directory within ~50ms (off: for filesystems without inotify, e.g. NFS)', parseOnOff, true, 'on'))
+    .addOption(parsedOption('--watch-scan-interval <duration>', 'pause between full rescans while the watch works (a safety net for lost events)', parseDuration, DEFAULTS.watchScanIntervalMs, formatDurationFlag(DEFAULTS.watchScanIntervalMs)))
+    .addOption(parsedOption('--scan-interval <duration>', "pause between full rescans with --watch off or a failed watch (at least twice the last scan's duration)", parseDuration, DEFAULTS.scanIntervalMs, formatDurationFlag(DEFAULTS.scanIntervalMs)))
     .addOption(parsedOption('--max-file-size <size>', 'files larger than this are skipped with a log line', parseSize, DEFAULTS.maxFileSize, formatSizeFlag(DEFAULTS.maxFileSize)))
     .addHelpText(
       'after',
@@ -91,6 +102,8 @@ Examples:
         adminToken,
         membershipUrl: flags.membershipUrl,
         membershipTimeoutMs: flags.membershipTimeout,
+        watch: flags.watch,
+        watchScanIntervalMs: flags.watchScanInterval,
         scanIntervalMs: flags.scanInterval,
         maxFileSize: flags.maxFileSize,
         log,
@@ -98,7 +111,10 @@ Examples:
         ...(flags.auditLog !== undefined ? { auditLog: resolve(ctx.cwd, flags.auditLog) } : {}),
       });
       const files = cp.store.scopes().reduce((n, s) => n + s.files.length, 0);
-      log(`serving ${dataDir}: ${cp.store.scopes().length} scopes, ${files} files, ${cp.registry.size} sessions`);
+      const rescans = cp.watch?.healthy
+        ? `watching ${cp.watch.size} directories, full rescan every ${formatDurationFlag(cp.options.watchScanIntervalMs)}`
+        : `full rescan every ${formatDurationFlag(cp.options.scanIntervalMs)}`;
+      log(`serving ${dataDir}: ${cp.store.scopes().length} scopes, ${files} files, ${cp.registry.size} sessions; ${rescans}`);
       ctx.stdout.write(`listening on ${cp.url}\n`);
       const signal = await stopping;
       log(`${signal}: shutting down`);
