@@ -2,6 +2,15 @@
 // parser, so a bad value becomes one usage line and exit 2.
 
 import { InvalidArgumentError, Option } from 'commander';
+import { KnowledgeError } from '../core/errors.js';
+
+/** `on`/`off` (also true/false, yes/no) for switches such as --watch. */
+export function parseOnOff(text: string): boolean {
+  const v = text.trim().toLowerCase();
+  if (v === 'on' || v === 'true' || v === 'yes') return true;
+  if (v === 'off' || v === 'false' || v === 'no') return false;
+  throw new KnowledgeError('invalid_argument', `expected on or off, not "${text}"`);
+}
 
 export function optionParser<T>(parse: (text: string) => T): (text: string) => T {
   return (text) => {

@@ -20,7 +20,7 @@ import { MOUNT_DEFAULTS } from '../../daemon/options.js';
 import type { CliContext } from '../context.js';
 import { EXIT } from '../exit-codes.js';
 import type { CommandResult } from '../main.js';
-import { parsedOption } from '../option-parser.js';
+import { parseOnOff, parsedOption } from '../option-parser.js';
 import { readTokenFile } from '../token-file.js';
 
 export const TOKEN_ENV = 'KNOWLEDGEFS_TOKEN';
@@ -38,13 +38,6 @@ interface MountFlags {
   requestTimeout: number;
   socket?: string;
   allowOther?: boolean;
-}
-
-function parseOnOff(text: string): boolean {
-  const v = text.trim().toLowerCase();
-  if (v === 'on' || v === 'true' || v === 'yes') return true;
-  if (v === 'off' || v === 'false' || v === 'no') return false;
-  throw new KnowledgeError('invalid_argument', `expected on or off, not "${text}"`);
 }
 
 async function resolveToken(flags: MountFlags, ctx: CliContext): Promise<string> {

@@ -17,7 +17,7 @@ import { DEFAULTS, internalDir } from '../../server/options.js';
 import type { CliContext } from '../context.js';
 import { EXIT } from '../exit-codes.js';
 import type { CommandResult } from '../main.js';
-import { parsedOption } from '../option-parser.js';
+import { parseOnOff, parsedOption } from '../option-parser.js';
 import { ADMIN_TOKEN_ENV, readTokenFile } from '../token-file.js';
 
 interface ServeFlags {
@@ -32,13 +32,6 @@ interface ServeFlags {
   watchScanInterval: number;
   scanInterval: number;
   maxFileSize: number;
-}
-
-function parseOnOff(text: string): boolean {
-  const v = text.trim().toLowerCase();
-  if (v === 'on' || v === 'true' || v === 'yes') return true;
-  if (v === 'off' || v === 'false' || v === 'no') return false;
-  throw new KnowledgeError('invalid_argument', `expected on or off, not "${text}"`);
 }
 
 async function resolveAdminToken(flags: ServeFlags, dataDir: string, ctx: CliContext): Promise<string> {
