@@ -24,7 +24,7 @@ import * as http from 'node:http';
 import type { IncomingMessage } from 'node:http';
 import { createRequire } from 'node:module';
 import { KnowledgeError, isErrorCode, isKnowledgeError, type ErrorCode } from '../core/errors.js';
-import type { Plan } from '../core/plan.js';
+import { formatKnownScopes, type KnownScope, type Plan, type PlanChanges } from '../core/plan.js';
 import { parseBatchStream, type BatchItem } from './batch-stream.js';
 import { JsonStreamParser } from './json-stream.js';
 import {
@@ -36,9 +36,7 @@ import {
   type ReminderResponse,
   type SessionView,
 } from '../core/wire.js';
-import { checkGrant, checkManifest, checkPlan, checkReadResponse, checkReminder, checkSession } from './wire-check.js';
-import { formatKnownScopes, type KnownScope, type PlanChanges } from '../core/plan.js';
-import { checkPlanChanges } from './wire-check.js';
+import { checkGrant, checkManifest, checkPlan, checkPlanChanges, checkReadResponse, checkReminder, checkSession } from './wire-check.js';
 
 export interface FileBody {
   readonly body: Buffer;
@@ -237,14 +235,25 @@ export class HttpControlClient implements ControlClient {
   }
 
   async plan(req: PlanRequest): Promise<Plan | null> {
+    const body = await this.planBody(req, '');
+    return body === null ? null : checkPlan(body);
+  }
+
+  /** `plan`, naming the scopes held: those still at that version come back as stubs without files (plan-changes.ts). */
+  async planChanges(req: PlanRequest, known: readonly KnownScope[]): Promise<PlanChanges | null> {
+    const body = await this.planBody(req, `&known=${encodeURIComponent(formatKnownScopes(known))}`);
+    return body === null ? null : checkPlanChanges(body);
+  }
+
+  /** GET /v1/plan (long-poll, ETag) → the parsed body, or null for a 304. */
+  private async planBody(req: PlanRequest, query: string): Promise<unknown> {
     const waitMs = req.waitMs ?? 0;
-    let path = `/v1/plan?threshold=${req.threshold}`;
+    let path = `/v1/plan?threshold=${req.threshold}${query}`;
     if (waitMs > 0) path += `&wait=${(waitMs / 1000).toFixed(3).replace(/\.?0+$/, '')}`;
     const headers: Record<string, string> = {};
     if (req.etag !== undefined && req.etag !== '') headers['if-none-match'] = `"${req.etag}"`;
     const reply = await this.call(path, { headers, extraTimeoutMs: waitMs, signal: req.signal, streamJson: true });
-    if (reply.status === 304) return null;
-    return checkPlan(this.json(reply));
+    return reply.status === 304 ? null : this.json(reply);
   }
 
   async grant(scope: string): Promise<void> {
@@ -427,18 +436,6 @@ export class HttpControlClient implements ControlClient {
     if (status === 403) return new KnowledgeError(code === 'forbidden' ? 'forbidden' : 'denied', message ?? 'denied');
     if (code !== undefined && code !== 'internal' && code !== 'config') return new KnowledgeError(code, message ?? code);
     return new KnowledgeError('unavailable', `control plane at ${this.serverUrl} answered ${status}${message ? `: ${message}` : ''}`);
-  }
-
-  /** `plan`, naming the scopes held: those still at that version come back as stubs without files (plan-changes.ts). */
-  async planChanges(req: PlanRequest, known: readonly KnownScope[]): Promise<PlanChanges | null> {
-    const waitMs = req.waitMs ?? 0;
-    let path = `/v1/plan?threshold=${req.threshold}&known=${encodeURIComponent(formatKnownScopes(known))}`;
-    if (waitMs > 0) path += `&wait=${(waitMs / 1000).toFixed(3).replace(/\.?0+$/, '')}`;
-    const headers: Record<string, string> = {};
-    if (req.etag !== undefined && req.etag !== '') headers['if-none-match'] = `"${req.etag}"`;
-    const reply = await this.call(path, { headers, extraTimeoutMs: waitMs, signal: req.signal, streamJson: true });
-    if (reply.status === 304) return null;
-    return checkPlanChanges(this.json(reply));
   }
 }
 
