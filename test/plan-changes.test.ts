@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { KNOWN_VERSION_PREFIX, type KnownScope, type Plan, type PlanChanges } from '../src/core/plan.js';
 import { Tree } from '../src/core/tree.js';
 import type { ControlClient, PlanRequest } from '../src/daemon/control-client.js';
-import { filesHeld, planSource, resolveWithHeld, type HeldScopes, type PlanChangesClient } from '../src/daemon/plan-changes.js';
+import { filesHeld, knownScopes, planSource, resolveWithHeld, type PlanChangesClient } from '../src/daemon/plan-changes.js';
 import { SyncLoop } from '../src/daemon/sync-loop.js';
 import { checkPlanChanges } from '../src/daemon/wire-check.js';
 import { FakeControlClient } from './helpers/fake-control-client.js';
@@ -30,7 +30,6 @@ class ChangesClient extends FakeControlClient implements PlanChangesClient {
   }
 }
 
-const held = (tree: Tree, plan: Plan): HeldScopes => ({ tree, versions: new Map(plan.scopes.map((s) => [s.scope, s.version])) });
 
 function listing(tree: Tree): string[] {
   return [...tree.files()].map((f) => `${f.path} ${f.sha256.slice(0, 8)} ${f.size} ${f.mtimeMs}`).sort();
@@ -52,9 +51,9 @@ describe('plan changes', () => {
     const first = client.currentPlan();
     const tree = Tree.fromPlan(first, undefined);
     client.put('team_b/new.md', 'new');
-    const changes = (await client.planChanges({ threshold: Number.MAX_SAFE_INTEGER }, [...held(tree, first).versions].map(([scope, version]) => ({ scope, version }))))!;
+    const changes = (await client.planChanges({ threshold: Number.MAX_SAFE_INTEGER }, knownScopes(tree)))!;
     expect(changes.scopes.map((s) => ('unchanged' in s ? `${s.scope} (stub)` : s.scope))).toEqual(['account (stub)', 'team_a (stub)', 'team_b']);
-    const resolved = resolveWithHeld(changes, held(tree, first)) as Plan;
+    const resolved = resolveWithHeld(changes, tree) as Plan;
     const full = client.currentPlan();
     expect(resolved.version).toBe(full.version);
     expect(listing(Tree.fromPlan(resolved, tree))).toEqual(listing(Tree.fromPlan(full, tree)));
@@ -77,18 +76,18 @@ describe('plan changes', () => {
     const client = seeded();
     const first = client.currentPlan();
     const tree = Tree.fromPlan(first, undefined);
-    const known = [...held(tree, first).versions].map(([scope, version]) => ({ scope, version }));
+    const known = knownScopes(tree);
     const changes = (await client.planChanges({ threshold: Number.MAX_SAFE_INTEGER }, known))!;
     const without = tree.withoutScope('team_a');
-    expect(resolveWithHeld(changes, { tree: without, versions: held(tree, first).versions })).toBeNull();
-    const otherVersions = new Map(held(tree, first).versions).set('team_a', 'f'.repeat(64));
-    expect(resolveWithHeld(changes, { tree, versions: otherVersions })).toBeNull();
+    expect(resolveWithHeld(changes, without)).toBeNull();
+    const otherVersion = Tree.fromPlan({ ...first, scopes: first.scopes.map((s) => (s.scope === 'team_a' ? { ...s, version: 'f'.repeat(64) } : s)) }, undefined);
+    expect(resolveWithHeld(changes, otherVersion)).toBeNull();
   });
 
   it('planSource: changes when the client can, a full plan when a stub cannot be filled, plain plans otherwise', async () => {
     const client = seeded();
     const first = client.currentPlan();
-    let state = held(Tree.fromPlan(first, undefined), first);
+    let state = Tree.fromPlan(first, undefined);
     const source = planSource(client, () => state);
     client.put('team_b/new.md', 'new');
     const plansBefore = client.calls.plan;
@@ -101,7 +100,7 @@ describe('plan changes', () => {
     const gate = client.planChanges.bind(client);
     client.planChanges = async (req, known) => {
       const answer = await gate(req, known);
-      state = { tree: state.tree.withoutScope('team_a'), versions: state.versions };
+      state = state.withoutScope('team_a');
       return answer;
     };
     const fallback = (await source.plan({ threshold: Number.MAX_SAFE_INTEGER }))!;
@@ -111,22 +110,20 @@ describe('plan changes', () => {
     const plain = new FakeControlClient();
     plain.put('account/DUTY.md', 'x');
     const plainPlan = plain.currentPlan();
-    const viaPlain = planSource(plain, () => held(Tree.fromPlan(plainPlan, undefined), plainPlan));
+    const viaPlain = planSource(plain, () => Tree.fromPlan(plainPlan, undefined));
     expect((await viaPlain.plan({ threshold: 1 << 30 }))?.version).toBe(plainPlan.version);
   });
 
   it('the sync loop applies a changed scope and keeps the rest, and then long-polls the new version', async () => {
     const client = seeded();
-    let plan = client.currentPlan();
-    let tree = Tree.fromPlan(plan, undefined);
-    const source = planSource(client as ControlClient, () => held(tree, plan));
+    let tree = Tree.fromPlan(client.currentPlan(), undefined);
+    const source = planSource(client as ControlClient, () => tree);
     const loop = new SyncLoop({
       client: source,
       threshold: Number.MAX_SAFE_INTEGER,
       intervalMs: 20,
       currentVersion: () => tree.version,
       apply: (p) => {
-        plan = p;
         tree = Tree.fromPlan(p, tree);
       },
       revoked: () => {},

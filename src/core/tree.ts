@@ -217,6 +217,8 @@ export class Tree {
   readonly scopes: readonly ScopeName[];
   readonly fileCount: number;
   readonly totalBytes: number;
+  /** The plan's version of each scope: what the tree holds, for asking the control plane what changed. */
+  private readonly scopeVersions: ReadonlyMap<ScopeName, string>;
   private readonly nodes: Map<string, TreeNode>;
   /** Versions of paths removed by recent plans (bounded), so a path that comes back is not confused with its past. */
   private readonly removed: Map<string, readonly FileVersion[]>;
@@ -226,6 +228,7 @@ export class Tree {
     sessionId: string;
     mounted: readonly string[];
     scopes: readonly ScopeName[];
+    scopeVersions: ReadonlyMap<ScopeName, string>;
     fileCount: number;
     totalBytes: number;
     nodes: Map<string, TreeNode>;
@@ -235,6 +238,7 @@ export class Tree {
     this.sessionId = fields.sessionId;
     this.mounted = fields.mounted;
     this.scopes = fields.scopes;
+    this.scopeVersions = fields.scopeVersions;
     this.fileCount = fields.fileCount;
     this.totalBytes = fields.totalBytes;
     this.nodes = fields.nodes;
@@ -324,6 +328,7 @@ export class Tree {
       sessionId: plan.sessionId,
       mounted: [...plan.mounted],
       scopes: scopes.map((s) => s.scope),
+      scopeVersions: new Map(scopes.map((s) => [s.scope, s.version])),
       fileCount,
       totalBytes,
       nodes,
@@ -355,6 +360,11 @@ export class Tree {
     return this.scopes.includes(scope);
   }
 
+  /** The plan's version of `scope`, or undefined when the tree does not hold it. */
+  scopeVersion(scope: ScopeName): string | undefined {
+    return this.scopeVersions.get(scope);
+  }
+
   /**
    * This tree minus one scope (a denied open removes it at once; the next plan
    * decides whether it comes back). The version is cleared so the next sync
@@ -383,6 +393,7 @@ export class Tree {
       sessionId: this.sessionId,
       mounted: this.mounted,
       scopes: this.scopes.filter((s) => s !== scope),
+      scopeVersions: new Map([...this.scopeVersions].filter(([s]) => s !== scope)),
       fileCount,
       totalBytes,
       nodes,

@@ -6,14 +6,13 @@
 //   unmount, close the client.
 //
 // The tree is one immutable value swapped whole (`setTree`); every part
-// reads it through `() => this.tree`, so a plan is applied atomically. Beside
-// it, the version of each scope it holds, so plan requests can ask for what
-// changed only (plan-changes.ts).
+// reads it through `() => this.tree`, so a plan is applied atomically. It
+// also knows each scope's version, so plan requests ask for what changed
+// only (plan-changes.ts).
 // Nothing here touches the mount point after mounting (that would deadlock
 // the FUSE loop running on this same event loop).
 
 import type { Plan } from '../core/plan.js';
-import type { ScopeName } from '../core/scope.js';
 import { Tree, type TreeOptions } from '../core/tree.js';
 import type { DaemonStatus } from '../core/wire.js';
 import { ContentCache } from './content-cache.js';
@@ -40,8 +39,6 @@ export interface MountDaemonIo {
 
 export class MountDaemon {
   private tree: Tree;
-  /** Version of each scope of `tree`. */
-  private scopeVersions: Map<ScopeName, string>;
   private readonly treeOpts: TreeOptions;
   readonly client: ControlClient;
   readonly cache: ContentCache;
@@ -63,7 +60,6 @@ export class MountDaemon {
     this.client = client;
     this.treeOpts = { uid: process.getuid?.() ?? 0, gid: process.getgid?.() ?? 0, emptyDirMtimeMs: Date.now() };
     this.tree = Tree.fromPlan(firstPlan, undefined, this.treeOpts);
-    this.scopeVersions = versionsOf(firstPlan);
     this.cache = new ContentCache({ maxBytes: opts.cacheSize, dir: opts.cacheDir, dirMaxBytes: opts.cacheDirSize ?? MOUNT_DEFAULTS.cacheDirSize, log: io.log });
     this.fetcher = new ContentFetcher({ client, cache: this.cache, log: io.log, onStale: () => this.requestSync() });
     this.grants = new GrantCache(client, opts.grantTtlMs);
@@ -82,7 +78,7 @@ export class MountDaemon {
       onMissing: () => this.requestSync(),
     });
     this.sync = new SyncLoop({
-      client: planSource(client, () => ({ tree: this.tree, versions: this.scopeVersions })),
+      client: planSource(client, () => this.tree),
       threshold: opts.prefetchThreshold,
       intervalMs: opts.syncIntervalMs,
       currentVersion: () => this.tree.version,
@@ -168,7 +164,6 @@ export class MountDaemon {
   private applyPlan(plan: Plan): void {
     const before = this.tree;
     this.tree = Tree.fromPlan(plan, before, this.treeOpts);
-    this.scopeVersions = versionsOf(plan);
     for (const scope of before.scopes) if (!this.tree.hasScope(scope)) this.grants.forget(scope);
     const added = this.tree.scopes.filter((s) => !before.hasScope(s));
     const removed = before.scopes.filter((s) => !this.tree.hasScope(s));
@@ -184,7 +179,6 @@ export class MountDaemon {
   private removeScope(scope: string): void {
     if (!this.tree.hasScope(scope)) return;
     this.tree = this.tree.withoutScope(scope);
-    this.scopeVersions.delete(scope);
     this.grants.forget(scope);
     this.io.log(`${scope}: the control plane refused an open; removed from the mount`);
     this.requestSync();
@@ -193,12 +187,7 @@ export class MountDaemon {
   private revoke(message: string): void {
     if (this.tree.fileCount === 0 && this.tree.scopes.length === 0) return;
     this.tree = Tree.empty(this.treeOpts);
-    this.scopeVersions = new Map();
     this.grants.forgetAll();
     this.io.log(`sync: ${message}; the session is no longer valid, the mount is now empty`);
   }
-}
-
-function versionsOf(plan: Plan): Map<ScopeName, string> {
-  return new Map(plan.scopes.map((s) => [s.scope, s.version]));
 }

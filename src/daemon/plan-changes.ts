@@ -20,12 +20,6 @@ export interface PlanChangesClient {
   planChanges(req: PlanRequest, known: readonly KnownScope[]): Promise<PlanChanges | null>;
 }
 
-/** What the daemon holds now: the tree and the version of each of its scopes. */
-export interface HeldScopes {
-  readonly tree: Tree;
-  readonly versions: ReadonlyMap<ScopeName, string>;
-}
-
 /** Most scopes named in one request, which keeps its URL far below header limits. */
 export const MAX_KNOWN_SCOPES = 100;
 
@@ -42,28 +36,29 @@ export function filesHeld(tree: Tree, scopes: ReadonlySet<ScopeName>): Map<Scope
   return byScope;
 }
 
-function knownScopes(held: HeldScopes): KnownScope[] {
+/** The scopes `tree` holds and their versions, as a request names them. */
+export function knownScopes(tree: Tree): KnownScope[] {
   const known: KnownScope[] = [];
-  for (const scope of held.tree.scopes) {
-    const version = held.versions.get(scope);
+  for (const scope of tree.scopes) {
+    const version = tree.scopeVersion(scope);
     if (version !== undefined) known.push({ scope, version });
     if (known.length === MAX_KNOWN_SCOPES) break;
   }
   return known;
 }
 
-/** Fills each stub from what is held now, or null when one is no longer held at its version. */
-export function resolveWithHeld(changes: PlanChanges, held: HeldScopes): Plan | null {
+/** Fills each stub from the tree held now, or null when it no longer holds one at its version. */
+export function resolveWithHeld(changes: PlanChanges, tree: Tree): Plan | null {
   const wanted = new Set<ScopeName>();
   for (const s of changes.scopes) {
-    if (isUnchangedScope(s) && held.versions.get(s.scope) === s.version && held.tree.hasScope(s.scope)) wanted.add(s.scope);
+    if (isUnchangedScope(s) && tree.scopeVersion(s.scope) === s.version) wanted.add(s.scope);
   }
-  const files = filesHeld(held.tree, wanted);
+  const files = filesHeld(tree, wanted);
   return resolvePlanChanges(changes, (scope) => files.get(scope));
 }
 
 /** A `plan` for the sync loop that asks for changes when the client can. */
-export function planSource(client: ControlClient, held: () => HeldScopes): Pick<ControlClient, 'plan'> {
+export function planSource(client: ControlClient, held: () => Tree): Pick<ControlClient, 'plan'> {
   const changesClient = client as ControlClient & Partial<PlanChangesClient>;
   return {
     async plan(req: PlanRequest): Promise<Plan | null> {
