@@ -3,9 +3,11 @@
 // timeout; a missing or dead socket becomes one clear `unavailable` error
 // telling the user how to point at the right daemon. Error bodies
 // ({ok: false, error: {code, message}}) come back as KnowledgeError with the
-// daemon's code, so the CLI's exit code follows it.
+// daemon's code, so the CLI's exit code follows it. Nothing is sent to a
+// socket another user could have put there (src/client/socket-trust.ts).
 
 import { request } from 'node:http';
+import { assertTrustedSocket } from '../client/socket-trust.js';
 import { KnowledgeError, isErrorCode } from '../core/errors.js';
 import { SOCKET_ENV } from '../core/socket-path.js';
 import type { DaemonStatus, LocalReadRequest, LocalReadResult, ManifestResponse, ReminderResponse } from '../core/wire.js';
@@ -53,6 +55,12 @@ export class SocketClient {
   private call(method: string, path: string, body?: unknown): Promise<unknown> {
     const payload = body === undefined ? undefined : JSON.stringify(body);
     return new Promise((resolve, reject) => {
+      try {
+        assertTrustedSocket(this.path, () => this.noDaemon());
+      } catch (err) {
+        reject(err);
+        return;
+      }
       const req = request(
         {
           socketPath: this.path,

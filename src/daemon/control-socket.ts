@@ -1,7 +1,8 @@
 // The daemon's local control socket: HTTP over a unix socket (mode 0600, no
 // token) serving the read tool, manifest, reminder and status to processes in
 // the runner. The runner token stays in the daemon; whoever can open the
-// socket acts for the session, so its mode is the only gate.
+// socket acts for the session, so its mode and its directory (only the
+// daemon's user or root can change it: socket-directory.ts) are the gate.
 //
 // The read flow (DESIGN.md "Read tool"):
 //   resolve the typed path → mount = file not in the tree → the control plane
@@ -18,7 +19,7 @@
 // `startControlSocket` knows about HTTP and the socket file.
 
 import { createHash } from 'node:crypto';
-import { mkdirSync, existsSync, lstatSync, unlinkSync, chmodSync } from 'node:fs';
+import { lstatSync, unlinkSync } from 'node:fs';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { connect } from 'node:net';
 import { dirname } from 'node:path';
@@ -35,6 +36,7 @@ import {
   type ReadResponse,
   type ReminderResponse,
 } from '../core/wire.js';
+import { prepareSocketDirectory, withSocketUmask } from './socket-directory.js';
 
 export interface ReadToolBackend {
   readonly mountpoint: string;
@@ -212,8 +214,7 @@ function socketIsLive(path: string): Promise<boolean> {
 }
 
 async function prepareSocketPath(path: string, log: Log): Promise<void> {
-  const dir = dirname(path);
-  if (!existsSync(dir)) mkdirSync(dir, { recursive: true, mode: 0o700 });
+  prepareSocketDirectory(dirname(path), process.getuid?.() ?? 0);
   let stat;
   try {
     stat = lstatSync(path);
@@ -239,14 +240,8 @@ export async function startControlSocket(path: string, backend: ReadToolBackend,
 
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(path, () => { server.off('error', reject); resolve(); });
+    withSocketUmask(() => server.listen(path, () => { server.off('error', reject); resolve(); }));
   });
-  try {
-    chmodSync(path, 0o600);
-  } catch (err) {
-    server.close();
-    throw new KnowledgeError('config', `cannot restrict the control socket ${path} to mode 0600`, { cause: err });
-  }
   say(`control socket listening on ${path}`);
 
   let closed: Promise<void> | undefined;

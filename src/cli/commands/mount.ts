@@ -63,7 +63,7 @@ export function registerMount(program: Command, ctx: CliContext, result: Command
     .addOption(parsedOption('--grant-ttl <duration>', 'reuse a per-scope open grant this long (0 = ask on every open); bounds how long opens survive a revocation', parseDuration, d.grantTtlMs, formatDurationFlag(d.grantTtlMs)))
     .addOption(parsedOption('--sync-interval <duration>', 'poll the plan at most this often; changes reach ls within about this long', parseDuration, d.syncIntervalMs, formatDurationFlag(d.syncIntervalMs)))
     .addOption(parsedOption('--request-timeout <duration>', 'bound on every control-plane call and every open; past it → EIO', parseDuration, d.requestTimeoutMs, formatDurationFlag(d.requestTimeoutMs)))
-    .option('--socket <path>', 'local control socket for read/manifest/reminder (default: $KNOWLEDGEFS_SOCKET or the standard path)')
+    .option('--socket <path>', 'local control socket for read/manifest/reminder (default: $KNOWLEDGEFS_SOCKET or the standard path); its directory is created 0700, and refused if another user owns or may write it')
     .option('--allow-other', 'let other users use the mount (a non-root agent user); needs user_allow_other in /etc/fuse.conf unless root')
     .addHelpText(
       'after',

@@ -1,0 +1,74 @@
+// The client's side of the control-socket trust rule (src/core/socket-trust.ts):
+// before `read`, `manifest` or `reminder` send anything, the socket and every
+// directory above it must be owned by root or by the caller, and no other
+// user may be able to replace the socket. Otherwise another local user could
+// answer in the daemon's place, so the client refuses and says why.
+//
+// A missing socket is refused here too (as "no daemon"), without connecting:
+// in a shared sticky directory like /tmp, a name that is free now could be
+// taken by someone else between this check and the connect.
+
+import { lstatSync, realpathSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import { KnowledgeError } from '../core/errors.js';
+import { directoriesUpToRoot, directoryTrustProblem, socketFileTrustProblem } from '../core/socket-trust.js';
+
+export type SocketTrust = { readonly ok: true } | { readonly ok: false; readonly missing: boolean; readonly problem: string };
+
+function callerUid(): number {
+  return process.getuid?.() ?? 0;
+}
+
+/**
+ * Why the directory `dir` (absolute) cannot hold a socket trusted by user
+ * `uid`: a symlink on the way owned by someone else, or a directory from its
+ * real path up to `/` that another user owns or may write. Throws what lstat throws.
+ */
+export function directoryChainProblem(dir: string, uid: number): string | undefined {
+  // A symlink on the way may be swapped by its owner: it must be trusted too.
+  for (const d of directoriesUpToRoot(dir)) {
+    const st = lstatSync(d);
+    if (st.isSymbolicLink() && st.uid !== 0 && st.uid !== uid) return `${d} is a symbolic link owned by uid ${st.uid}`;
+  }
+  for (const d of directoriesUpToRoot(realpathSync(dir))) {
+    const st = lstatSync(d);
+    const problem = directoryTrustProblem({ path: d, uid: st.uid, mode: st.mode }, uid);
+    if (problem !== undefined) return problem;
+  }
+  return undefined;
+}
+
+/** Whether the socket at `path` may be trusted by user `uid` (default: this process's). */
+export function socketTrustProblem(path: string, uid: number = callerUid()): SocketTrust {
+  const absolute = resolve(path);
+  let dirProblem: string | undefined;
+  try {
+    dirProblem = directoryChainProblem(dirname(absolute), uid);
+  } catch (err) {
+    return { ok: false, missing: true, problem: `${dirname(absolute)}: ${(err as NodeJS.ErrnoException).code ?? String(err)}` };
+  }
+  if (dirProblem !== undefined) return { ok: false, missing: false, problem: dirProblem };
+  let st;
+  try {
+    st = lstatSync(absolute);
+  } catch (err) {
+    return { ok: false, missing: true, problem: `${absolute}: ${(err as NodeJS.ErrnoException).code ?? String(err)}` };
+  }
+  const problem = socketFileTrustProblem({ path: absolute, uid: st.uid, mode: st.mode }, uid);
+  return problem === undefined ? { ok: true } : { ok: false, missing: false, problem };
+}
+
+/**
+ * Throws unless the socket may be trusted. `noDaemon` builds the error for a
+ * missing socket, so callers keep their own wording for that common case.
+ */
+export function assertTrustedSocket(path: string, noDaemon: () => KnowledgeError, uid: number = callerUid()): void {
+  const trust = socketTrustProblem(path, uid);
+  if (trust.ok) return;
+  if (trust.missing) throw noDaemon();
+  throw new KnowledgeError(
+    'unavailable',
+    `refusing to use the control socket ${path}: ${trust.problem}, so another user could stand in for the mount daemon; ` +
+      'use a socket in a directory only root or you can write (see --socket)',
+  );
+}
