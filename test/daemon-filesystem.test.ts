@@ -4,11 +4,12 @@
 
 import { constants } from 'node:fs';
 import { constants as osConstants } from 'node:os';
-import { beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { KnowledgeError, type ErrorCode } from '../src/core/errors.js';
 import { Tree } from '../src/core/tree.js';
+import { ChangedFiles } from '../src/daemon/changed-files.js';
 import { ContentCache } from '../src/daemon/content-cache.js';
-import { ErrnoError } from '../src/daemon/errno.js';
+import { ESTALE, ErrnoError } from '../src/daemon/errno.js';
 import { ContentFetcher } from '../src/daemon/fetcher.js';
 import { KnowledgeFilesystem } from '../src/daemon/filesystem.js';
 import { GrantCache } from '../src/daemon/grant-cache.js';
@@ -26,7 +27,7 @@ interface Harness {
   fetcher: ContentFetcher;
 }
 
-function harness(opts: { grantTtlMs?: number; requestTimeoutMs?: number; cacheBytes?: number } = {}): Harness {
+function harness(opts: { grantTtlMs?: number; requestTimeoutMs?: number; cacheBytes?: number; changedFiles?: ChangedFiles } = {}): Harness {
   const client = new FakeControlClient();
   client.put('account/DUTY.md', '# Account\n');
   client.put('account/runbooks/a.md', 'alpha\n');
@@ -63,6 +64,7 @@ function harness(opts: { grantTtlMs?: number; requestTimeoutMs?: number; cacheBy
         tree = tree.withoutScope(scope);
       },
       onMissing: (path) => missing.push(path),
+      changedFiles: opts.changedFiles,
     }),
   };
   return h;
@@ -156,7 +158,7 @@ describe('open', () => {
     for (const fd of fds) expect(readAll(h.fs, fd, 8)).toBe('x notes\n');
   });
 
-  it('a handle keeps the version it opened, whatever plans arrive; new opens get the new version', async () => {
+  it('a node per version (no shared page cache): a handle keeps the version it opened, whatever plans arrive; new opens get the new version', async () => {
     const h = harness();
     const old = await h.fs.open('/account/runbooks/a.md', 0);
     h.client.put('account/runbooks/a.md', 'ALPHA v2 longer\n');
@@ -164,6 +166,22 @@ describe('open', () => {
     const fresh = await h.fs.open('/account/runbooks/a.md', 0);
     expect(readAll(h.fs, old, 6)).toBe('alpha\n');
     expect(readAll(h.fs, fresh, 16)).toBe('ALPHA v2 longer\n');
+  });
+
+  it('shared page cache: a handle whose path holds another version, or is gone, reads ESTALE; the same bytes under a new mtime keep reading', async () => {
+    const h = harness({ changedFiles: new ChangedFiles(0) });
+    const stale = await h.fs.open('/account/runbooks/a.md', 0);
+    const touched = await h.fs.open('/account/DUTY.md', 0);
+    const removed = await h.fs.open('/team_x/notes.md', 0);
+    expect(readAll(h.fs, stale, 6)).toBe('alpha\n');
+    h.client.put('account/runbooks/a.md', 'ALPHA v2 longer\n');
+    h.client.put('account/DUTY.md', '# Account\n', Date.now() + 60_000);
+    h.client.remove('team_x/notes.md');
+    h.setTree(Tree.fromPlan(h.client.currentPlan(), h.tree()));
+    expect(await codeOf(() => h.fs.read(stale, Buffer.alloc(8), 8, 0))).toBe(ESTALE);
+    expect(await codeOf(() => h.fs.read(removed, Buffer.alloc(8), 8, 0))).toBe(ESTALE);
+    expect(readAll(h.fs, touched, 10)).toBe('# Account\n');
+    expect(readAll(h.fs, await h.fs.open('/account/runbooks/a.md', 0), 16)).toBe('ALPHA v2 longer\n');
   });
 
   it('bytes that do not match the plan sha256 → integrity (EIO), never served, never cached', async () => {
@@ -244,6 +262,33 @@ describe('grants', () => {
     const warm = h.fs.open('/account/DUTY.md', 0);
     expect(typeof warm).toBe('number');
     expect(readAll(h.fs, warm as number, 10)).toBe('# Account\n');
+  });
+
+  describe('shared page cache: an open of a just-changed path waits out the attribute window', () => {
+    afterEach(() => {
+      vi.useRealTimers();
+    });
+
+    it('a changed path opens only after the window; other paths and warm opens do not wait', async () => {
+      vi.useFakeTimers();
+      const clock = { now: 0 };
+      const changed = new ChangedFiles(1100, () => clock.now);
+      const h = harness({ changedFiles: changed });
+      h.fs.release(await h.fs.open('/account/runbooks/a.md', 0));
+      h.fs.release(await h.fs.open('/account/DUTY.md', 0));
+      h.client.put('account/runbooks/a.md', 'ALPHA v2 longer\n');
+      h.setTree(Tree.fromPlan(h.client.currentPlan(), h.tree()));
+      changed.record(h.tree().changedPaths);
+      clock.now = 300;
+      let fd: number | undefined;
+      void Promise.resolve(h.fs.open('/account/runbooks/a.md', 0)).then((n) => (fd = n));
+      expect(typeof h.fs.open('/account/DUTY.md', 0)).toBe('number'); // unchanged: warm, synchronous
+      await vi.advanceTimersByTimeAsync(799);
+      expect(fd).toBeUndefined();
+      await vi.advanceTimersByTimeAsync(1);
+      expect(fd).toBeTypeOf('number');
+      expect(readAll(h.fs, fd!, 16)).toBe('ALPHA v2 longer\n');
+    });
   });
 
   it('--grant-ttl 0 asks on every open', async () => {

@@ -106,6 +106,17 @@ describe('page-cache rule: reported mtimes', () => {
     expect(at(t4, '/account/f.md')).toBe(1_000_001);
   });
 
+  it('changedPaths lists paths whose content changed, and paths back with other content; not new, touched or removed ones', () => {
+    const t1 = Tree.fromPlan(plan({ account: [file('edit.md', 1), file('touch.md', 2), file('gone.md', 3), file('back.md', 4), file('same.md', 5)] }), undefined);
+    expect(t1.changedPaths).toEqual([]);
+    const t2 = Tree.fromPlan(plan({ account: [file('edit.md', 11), file('touch.md', 2, 10, 2_000_000), file('same.md', 5), file('new.md', 6)] }), t1);
+    expect(t2.changedPaths).toEqual(['/account/edit.md']);
+    const t3 = Tree.fromPlan(plan({ account: [file('back.md', 14), file('edit.md', 11), file('gone.md', 3), file('same.md', 5)] }), t2);
+    expect(t3.changedPaths).toEqual(['/account/back.md']); // gone.md came back with the bytes it had
+    expect(Tree.fromPlan(plan({ account: [file('edit.md', 11)] }), t3).changedPaths).toEqual([]);
+    expect(t3.withoutScope('account').changedPaths).toEqual([]);
+  });
+
   it('property: no two of a path\'s last 4 distinct contents share size and mtime', () => {
     const version = fc.record({ content: fc.integer({ min: 0, max: 5 }), mtime: fc.integer({ min: 0, max: 3 }), present: fc.boolean() });
     fc.assert(

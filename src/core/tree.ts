@@ -87,6 +87,7 @@ export interface TreeOptions {
 }
 
 const NO_HISTORY: readonly FileVersion[] = Object.freeze([]);
+const NO_PATHS: readonly string[] = Object.freeze([]);
 
 class FileEntry implements FileNode, NodeStat {
   constructor(
@@ -222,6 +223,12 @@ export class Tree {
   private readonly nodes: Map<string, TreeNode>;
   /** Versions of paths removed by recent plans (bounded), so a path that comes back is not confused with its past. */
   private readonly removed: Map<string, readonly FileVersion[]>;
+  /**
+   * Paths whose content differs from what the replaced tree held there (or,
+   * for a path that comes back, from its last remembered version). Added
+   * paths with no past are not listed: nothing of theirs can be cached.
+   */
+  readonly changedPaths: readonly string[];
 
   private constructor(fields: {
     version: string;
@@ -233,6 +240,7 @@ export class Tree {
     totalBytes: number;
     nodes: Map<string, TreeNode>;
     removed: Map<string, readonly FileVersion[]>;
+    changedPaths?: readonly string[];
   }) {
     this.version = fields.version;
     this.sessionId = fields.sessionId;
@@ -243,6 +251,7 @@ export class Tree {
     this.totalBytes = fields.totalBytes;
     this.nodes = fields.nodes;
     this.removed = fields.removed;
+    this.changedPaths = fields.changedPaths ?? NO_PATHS;
   }
 
   /** An empty tree: just the root. Used before the first plan and after a session is revoked. */
@@ -265,6 +274,7 @@ export class Tree {
     const scopes = [...plan.scopes].sort((a, b) => compareScopes(a.scope, b.scope));
     let fileCount = 0;
     let totalBytes = 0;
+    const changedPaths: string[] = [];
 
     // Undefined when a file already holds that name (a plan listing both `a` and `a/b`: first wins).
     const ensureDir = (dirPath: string, scope: ScopeName): DirBuild | undefined => {
@@ -309,7 +319,10 @@ export class Tree {
           bumpDirMtimes(dir, prev.mtimeMs);
           continue;
         }
-        const { mtimeMs, history } = reportedVersion(file, prev, prev === undefined ? (previous?.removed.get(path) ?? NO_HISTORY) : NO_HISTORY);
+        const remembered = prev === undefined ? (previous?.removed.get(path) ?? NO_HISTORY) : NO_HISTORY;
+        const last = prev ?? remembered[0];
+        if (last !== undefined && last.sha256 !== file.sha256) changedPaths.push(path);
+        const { mtimeMs, history } = reportedVersion(file, prev, remembered);
         nodes.set(path, new FileEntry(path, snapshot.scope, file.sha256, file.size, mtimeMs, file.mtimeMs, history, uid, gid));
         dir.names.push(path.slice(slash + 1));
         fileCount++;
@@ -333,6 +346,7 @@ export class Tree {
       totalBytes,
       nodes,
       removed: previous === undefined ? new Map() : Tree.rememberRemoved(previous, nodes),
+      changedPaths,
     });
   }
 

@@ -32,6 +32,7 @@ export const EBADF = E.EBADF;
 export const EROFS = E.EROFS;
 export const ENOENT = E.ENOENT;
 export const EIO = E.EIO;
+export const ESTALE = E.ESTALE;
 
 /** Raised inside the filesystem core for conditions with no error code (EISDIR, EBADF, …). */
 export class ErrnoError extends Error {

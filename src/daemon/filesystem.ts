@@ -15,12 +15,19 @@
 //   3. denied → ENOENT and the scope leaves the tree at once (onDenied);
 //      the file vanished on the control plane → ENOENT and a sync is asked for;
 //   4. the verified Buffer is pinned to the handle: every read of that handle
-//      serves the same version, whatever plans arrive meanwhile.
+//      serves that version, never another.
+//
+// With a binding whose versions of a path share one page cache
+// (`changedFiles` set; see changed-files.ts), an open of a recently changed
+// path first waits until the kernel will drop the old pages, and a read of a
+// handle whose path now holds another version fails with ESTALE, so old
+// bytes never re-enter the cache a later open reads.
 
 import { constants } from 'node:fs';
 import { KnowledgeError, isKnowledgeError } from '../core/errors.js';
 import type { FileNode, NodeStat, Tree } from '../core/tree.js';
-import { EBADF, EISDIR, ENOTDIR, ErrnoError } from './errno.js';
+import type { ChangedFiles } from './changed-files.js';
+import { EBADF, EISDIR, ENOTDIR, ESTALE, ErrnoError } from './errno.js';
 import type { ContentFetcher } from './fetcher.js';
 import type { GrantCache } from './grant-cache.js';
 import type { DirectoryReadAhead } from './read-ahead.js';
@@ -38,6 +45,18 @@ export interface FilesystemDeps {
   readonly onDenied?: (scope: string) => void;
   /** The control plane no longer has a file the tree shows: sync soon. */
   readonly onMissing?: (path: string) => void;
+  /**
+   * Set when the FUSE binding shares one page cache among all versions of a
+   * path: recently changed paths (opens wait), and stale handles get ESTALE.
+   */
+  readonly changedFiles?: ChangedFiles;
+}
+
+/** The version a handle serves. */
+interface Pinned {
+  readonly path: string;
+  readonly sha256: string;
+  readonly bytes: Buffer;
 }
 
 export interface StatFs {
@@ -57,6 +76,10 @@ const W_OK = constants.W_OK;
 /** Handle numbers wrap well below 2^31 (fuse-native passes them as int). */
 const MAX_HANDLE = 0x3fffffff;
 
+function delay(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
 function isCode(err: unknown, code: string): boolean {
   return isKnowledgeError(err) && err.code === code;
 }
@@ -66,7 +89,7 @@ function isDenial(err: unknown): boolean {
 }
 
 export class KnowledgeFilesystem {
-  private readonly handles = new Map<number, Buffer>();
+  private readonly handles = new Map<number, Pinned>();
   private nextHandle = 1;
 
   constructor(private readonly deps: FilesystemDeps) {}
@@ -137,24 +160,39 @@ export class KnowledgeFilesystem {
     const node = this.deps.tree().get(path);
     if (node === undefined) throw new KnowledgeError('not_found', `no such file: ${path}`);
     if (node.kind !== 'file') throw new ErrnoError(EISDIR, `is a directory: ${path}`);
-    if (this.deps.grants.isFresh(node.scope)) {
+    const waitMs = this.deps.changedFiles?.waitMs(path) ?? 0;
+    if (waitMs === 0 && this.deps.grants.isFresh(node.scope)) {
       const cached = this.deps.fetcher.cached(node.sha256);
-      if (cached !== undefined) return this.pin(cached);
+      if (cached !== undefined) return this.pin(node, cached);
     }
     if (!this.deps.fetcher.isCached(node.sha256)) this.deps.readAhead?.onMiss(node);
-    return this.withDeadline(this.authoriseAndLoad(node)).then((buf) => this.pin(buf));
+    const loaded = this.withDeadline(this.authoriseAndLoad(node));
+    // The wait runs alongside the grant and fetch, not after them.
+    const ready = waitMs === 0 ? loaded : Promise.all([loaded, delay(waitMs)]).then(([buf]) => buf);
+    return ready.then((buf) => this.pin(node, buf));
   }
 
-  private pin(buf: Buffer): number {
+  private pin(node: FileNode, bytes: Buffer): number {
     const fd = this.allocateHandle();
-    this.handles.set(fd, buf);
+    this.handles.set(fd, { path: node.path, sha256: node.sha256, bytes });
     return fd;
   }
 
-  /** Copies up to `length` bytes at `position` of the pinned version into `target`. */
+  /**
+   * Copies up to `length` bytes at `position` of the pinned version into
+   * `target`. With a shared page cache, ESTALE once the path holds another
+   * version (or is gone): those bytes would land in the cache new opens read.
+   */
   read(fd: number, target: Buffer, length: number, position: number): number {
-    const buf = this.handles.get(fd);
-    if (buf === undefined) throw new ErrnoError(EBADF, `bad file handle ${fd}`);
+    const pinned = this.handles.get(fd);
+    if (pinned === undefined) throw new ErrnoError(EBADF, `bad file handle ${fd}`);
+    if (this.deps.changedFiles !== undefined) {
+      const node = this.deps.tree().get(pinned.path);
+      if (node?.kind !== 'file' || node.sha256 !== pinned.sha256) {
+        throw new ErrnoError(ESTALE, `${pinned.path} changed since it was opened; open it again`);
+      }
+    }
+    const buf = pinned.bytes;
     if (position >= buf.length) return 0;
     return buf.copy(target, 0, position, Math.min(buf.length, position + length));
   }

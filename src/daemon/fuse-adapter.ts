@@ -5,6 +5,9 @@
 // Options that matter (see FUSE-NOTES.md):
 // - auto_cache: the kernel keeps a file's pages while its size and mtime are
 //   unchanged; the tree guarantees a changed file reports a changed mtime.
+// - Files are named by path, so every version of a path is one kernel inode
+//   with one page cache (VERSIONS_SHARE_PAGE_CACHE): the daemon then makes
+//   opens of just-changed files wait and stale handles fail (changed-files.ts).
 // - attr/entry timeouts ~1 s: metadata is cached briefly by the kernel, so a
 //   removed file may stay visible (not readable) for up to that long.
 // - readdir hands each entry's stat along with its name (libfuse2 turns it
@@ -70,6 +73,16 @@ export const WRITE_OPS = [
   'write', 'create', 'mknod', 'unlink', 'rename', 'mkdir', 'rmdir', 'symlink', 'link',
   'chmod', 'chown', 'truncate', 'ftruncate', 'utimens', 'setxattr', 'removexattr',
 ] as const;
+
+/** libfuse2's default, which this adapter keeps unless told otherwise. */
+export const DEFAULT_ATTR_TIMEOUT_SEC = 1;
+
+/**
+ * True for this binding: libfuse2's high-level API gives a path one inode
+ * whatever its version, so all versions share one page cache. A binding
+ * with a node id per version would say false.
+ */
+export const VERSIONS_SHARE_PAGE_CACHE = true;
 
 export interface FuseMountOptions {
   readonly allowOther?: boolean;
@@ -179,8 +192,8 @@ export function mountFuse(mountpoint: string, fs: KnowledgeFilesystem, opts: Fus
     subtype: 'knowledgefs',
     allowOther: opts.allowOther === true,
     autoCache: (opts.pageCache ?? 'auto') === 'auto',
-    attrTimeout: seconds(opts.attrTimeoutSec, 1),
-    entryTimeout: seconds(opts.entryTimeoutSec, 1),
+    attrTimeout: seconds(opts.attrTimeoutSec, DEFAULT_ATTR_TIMEOUT_SEC),
+    entryTimeout: seconds(opts.entryTimeoutSec, DEFAULT_ATTR_TIMEOUT_SEC),
     // Above our own bound: the core answers EIO first; this only stops a bug from hanging a reader.
     timeout: { default: opts.requestTimeoutMs + 10_000 },
     mkdir: true,

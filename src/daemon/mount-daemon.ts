@@ -15,12 +15,13 @@
 import type { Plan } from '../core/plan.js';
 import { Tree, type TreeOptions } from '../core/tree.js';
 import type { DaemonStatus } from '../core/wire.js';
+import { CHANGE_MARGIN_MS, ChangedFiles } from './changed-files.js';
 import { ContentCache } from './content-cache.js';
 import { startControlSocket, type ReadToolBackend } from './control-socket.js';
 import type { ControlClient } from './control-client.js';
 import { ContentFetcher } from './fetcher.js';
 import { KnowledgeFilesystem } from './filesystem.js';
-import { mountFuse, type FuseMount } from './fuse-adapter.js';
+import { DEFAULT_ATTR_TIMEOUT_SEC, VERSIONS_SHARE_PAGE_CACHE, mountFuse, type FuseMount } from './fuse-adapter.js';
 import { GrantCache } from './grant-cache.js';
 import { MOUNT_DEFAULTS, type MountOptions } from './options.js';
 import { planSource } from './plan-changes.js';
@@ -47,6 +48,8 @@ export class MountDaemon {
   readonly fs: KnowledgeFilesystem;
   readonly sync: SyncLoop;
   readonly prefetch: Prefetcher;
+  /** Paths changed at recent swaps, when the binding shares one page cache per path. */
+  readonly changedFiles: ChangedFiles | undefined;
   private pendingSync: Promise<void> | undefined;
   private fuse: FuseMount | undefined;
   private socket: { close(): Promise<void> } | undefined;
@@ -63,6 +66,9 @@ export class MountDaemon {
     this.cache = new ContentCache({ maxBytes: opts.cacheSize, dir: opts.cacheDir, dirMaxBytes: opts.cacheDirSize ?? MOUNT_DEFAULTS.cacheDirSize, log: io.log });
     this.fetcher = new ContentFetcher({ client, cache: this.cache, log: io.log, onStale: () => this.requestSync() });
     this.grants = new GrantCache(client, opts.grantTtlMs);
+    this.changedFiles = VERSIONS_SHARE_PAGE_CACHE
+      ? new ChangedFiles((opts.attrTimeoutSec ?? DEFAULT_ATTR_TIMEOUT_SEC) * 1000 + CHANGE_MARGIN_MS)
+      : undefined;
     this.fs = new KnowledgeFilesystem({
       tree: () => this.tree,
       grants: this.grants,
@@ -76,6 +82,7 @@ export class MountDaemon {
       requestTimeoutMs: opts.requestTimeoutMs,
       onDenied: (scope) => this.removeScope(scope),
       onMissing: () => this.requestSync(),
+      changedFiles: this.changedFiles,
     });
     this.sync = new SyncLoop({
       client: planSource(client, () => this.tree),
@@ -164,6 +171,7 @@ export class MountDaemon {
   private applyPlan(plan: Plan): void {
     const before = this.tree;
     this.tree = Tree.fromPlan(plan, before, this.treeOpts);
+    this.changedFiles?.record(this.tree.changedPaths);
     for (const scope of before.scopes) if (!this.tree.hasScope(scope)) this.grants.forget(scope);
     const added = this.tree.scopes.filter((s) => !before.hasScope(s));
     const removed = before.scopes.filter((s) => !this.tree.hasScope(s));
