@@ -11,6 +11,7 @@ import { makeDataDir, removeDataDir, writeDirectory, type DataDirSpec } from './
 import { KnowledgeError } from '../src/core/errors.js';
 import { createControlPlaneServer } from '../src/server/control-plane.js';
 import { BIN, spawnControlPlane, type SpawnedControlPlane } from './helpers/control-plane.js';
+import { scrape, value } from './helpers/metrics-scrape.js';
 
 const spec: DataDirSpec = {
   teams: { payments: 'Payments', search: 'Search' },
@@ -79,10 +80,44 @@ describe('knowledgefs serve: bad input', () => {
     expect(missing.code).toBe(2);
     expect(missing.stderr).toMatch(/directory\.json: missing/);
     expect((await run(['serve', '--data', join(d, 'nope'), '--listen', '127.0.0.1:0'], env)).stderr).toMatch(/not a directory/);
-    for (const args of [['--listen', 'nowhere'], ['--scan-interval', 'soon'], ['--watch', 'maybe'], ['--watch-scan-interval', 'later'], ['--max-file-size', 'big'], ['--membership-url', 'ftp://x']]) {
+    for (const args of [['--listen', 'nowhere'], ['--scan-interval', 'soon'], ['--watch', 'maybe'], ['--watch-scan-interval', 'later'], ['--max-file-size', 'big'], ['--membership-url', 'ftp://x'], ['--metrics-listen', 'anywhere']]) {
       const r = await run(['serve', '--data', d, ...args], env);
       expect(r.code, args.join(' ')).toBe(2);
       expect(r.stderr.trim().split('\n').filter((l) => !l.startsWith('(run with')).length, r.stderr).toBe(1);
+    }
+  });
+});
+
+describe('knowledgefs serve --metrics-listen', () => {
+  it('serves token-less metrics on its own address and says where', async () => {
+    const d = await dataDir();
+    const cp = await spawnControlPlane({ dataDir: d, args: ['--metrics-listen', '127.0.0.1:0'] });
+    try {
+      const url = /metrics on (http:\/\/127\.0\.0\.1:\d+\/metrics) \(no token\)/.exec(cp.stderr)?.[1];
+      expect(url, cp.stderr).toBeDefined();
+      const s = await scrape(url as string);
+      expect(value(s, 'knowledgefs_scopes')).toBe(2);
+      // On --listen the same route still takes the admin token.
+      expect((await fetch(`${cp.url}/metrics`)).status).toBe(401);
+      expect(value(await scrape(`${cp.url}/metrics`, cp.adminToken), 'knowledgefs_scopes')).toBe(2);
+    } finally {
+      await cp.kill('SIGTERM');
+    }
+  });
+
+  it('an address in use exits 2 naming --metrics-listen', async () => {
+    const d = await dataDir();
+    const { createServer } = await import('node:net');
+    const busy = createServer();
+    await new Promise<void>((r) => busy.listen(0, '127.0.0.1', r));
+    try {
+      const port = (busy.address() as { port: number }).port;
+      const r = await run(['serve', '--data', d, '--listen', '127.0.0.1:0', '--metrics-listen', `127.0.0.1:${port}`], { KNOWLEDGEFS_ADMIN_TOKEN: 'x'.repeat(32) });
+      expect(r.code).toBe(2);
+      expect(r.stderr).toContain(`--metrics-listen 127.0.0.1:${port}`);
+      expect(r.stdout).toBe('');
+    } finally {
+      busy.close();
     }
   });
 });

@@ -2,6 +2,7 @@
 // sink and the options. One per control plane; no HTTP in it.
 
 import { KnowledgeError } from '../core/errors.js';
+import { CONTROL_PLANE_METRICS, decisionOutcome, type MetricsExposition, type MetricsRecorder } from '../core/metrics.js';
 import { createScopeEvaluator, type Decision, type SessionIdentity } from '../core/policy.js';
 import type { ScopeName } from '../core/scope.js';
 import { notFound, errorResponse, type ApiResponse } from './api.js';
@@ -20,6 +21,10 @@ export interface RouteContext {
   readonly membership: MembershipSource;
   readonly directory: DirectorySource;
   readonly audit: AuditSink;
+  /** Where routes and backends record metrics (core/metrics.ts names them all). */
+  readonly metrics: MetricsRecorder;
+  /** What `GET /metrics` answers. */
+  readonly exposition: MetricsExposition;
 }
 
 export function identityOf(session: SessionRecord): SessionIdentity {
@@ -43,6 +48,7 @@ export function decider(ctx: RouteContext, session: SessionRecord) {
 
 export function audit(ctx: RouteContext, session: SessionRecord, action: AuditAction, decision: Decision): void {
   ctx.audit.append(toAuditRecord(new Date(ctx.options.now()).toISOString(), session, action, decision));
+  ctx.metrics.inc(CONTROL_PLANE_METRICS.decisions, { action, session_kind: session.kind, outcome: decisionOutcome(decision) });
 }
 
 /**

@@ -15,7 +15,12 @@ import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
 import { join } from 'node:path';
 import { stat } from 'node:fs/promises';
+import { performance } from 'node:perf_hooks';
 import { KnowledgeError } from '../core/errors.js';
+import { httpUrl, type ListenAddress } from '../core/listen-address.js';
+import { CONTROL_PLANE_METRICS as M } from '../core/metrics.js';
+import { listenMetrics, type MetricsListener } from '../metrics/metrics-listener.js';
+import { PrometheusMetrics } from '../metrics/prometheus-metrics.js';
 import { formatDurationFlag } from '../core/units.js';
 import { fileAuditSink, type AuditSink } from './audit-log.js';
 import { DataWatch, emptyWork, fullWork, mergeWork, type ScanWork, type WatchFunction } from './data-watch.js';
@@ -23,7 +28,7 @@ import type { RouteContext } from './context.js';
 import { DirectorySource } from './directory-source.js';
 import { DirPackStore } from './dir-pack-store.js';
 import { createHttpServer } from './http-adapter.js';
-import { directoryMembership, httpMembership, type MembershipSource } from './membership.js';
+import { directoryMembership, httpMembership, meteredMembership, type MembershipSource } from './membership.js';
 import { resolveOptions, type ControlPlaneOptions, type ResolvedOptions } from './options.js';
 import type { PackStore } from './pack-store.js';
 import { RescanLoop } from './rescan-loop.js';
@@ -50,6 +55,8 @@ export interface ControlPlane {
   readonly registry: SessionRegistry;
   readonly directory: DirectorySource;
   readonly audit: AuditSink;
+  /** This control plane's metrics (what `GET /metrics` answers). */
+  readonly metrics: PrometheusMetrics;
   /** The data-dir watch; null with `watch: false`. */
   readonly watch: DataWatch | null;
   /** Rescans directory.json and the packs now (tests use it instead of waiting). */
@@ -62,6 +69,8 @@ export interface ListeningControlPlane extends ControlPlane {
   readonly url: string;
   readonly host: string;
   readonly port: number;
+  /** `http://HOST:PORT/metrics` of the token-less metrics listener, when `metricsListen` was given. */
+  readonly metricsUrl: string | undefined;
 }
 
 export async function createControlPlaneServer(input: ControlPlaneOptions, deps: ControlPlaneDeps = {}): Promise<ControlPlane> {
@@ -86,8 +95,21 @@ export async function createControlPlaneServer(input: ControlPlaneOptions, deps:
         ...(deps.watch ? { watch: deps.watch } : {}),
       })
     : null;
+  const metrics = new PrometheusMetrics(Object.values(M));
   const store = new DirPackStore(options.dataDir, { maxFileSize: options.maxFileSize, log: options.log, ...(watch ? { observer: watch } : {}) });
-  await store.scan();
+  // Scans are timed here, around the store, so every store is measured alike.
+  const timedScan = async (kind: 'full' | 'partial', run: () => Promise<unknown>): Promise<void> => {
+    const started = performance.now();
+    let result: 'ok' | 'error' = 'error';
+    try {
+      await run();
+      result = 'ok';
+    } finally {
+      metrics.observe(M.packScanDuration, { kind }, (performance.now() - started) / 1000);
+      metrics.inc(M.packScans, { kind, result });
+    }
+  };
+  await timedScan('full', () => store.scan());
   // directory.json was read before its directory was watched.
   await directory.refresh();
   const registry = await SessionRegistry.open(deps.stateStore ?? fileStateStore<PersistedState, StateChange>(options.stateFile));
@@ -97,6 +119,7 @@ export async function createControlPlaneServer(input: ControlPlaneOptions, deps:
       ? httpMembership(options.membershipUrl, options.membershipTimeoutMs)
       : directoryMembership(directory));
   if (deps.wrapMembership) membership = deps.wrapMembership(membership);
+  membership = meteredMembership(membership, options.membershipUrl !== undefined ? 'http' : 'directory', metrics);
   const audit = deps.audit ?? fileAuditSink(options.auditLog, options.log);
   const ctx: RouteContext = {
     options,
@@ -105,10 +128,22 @@ export async function createControlPlaneServer(input: ControlPlaneOptions, deps:
     membership,
     directory,
     audit,
+    metrics,
+    exposition: metrics,
   };
+  metrics.beforeScrape(() => {
+    const sessions = registry.stats();
+    metrics.set(M.sessions, { kind: 'team' }, sessions.team);
+    metrics.set(M.sessions, { kind: 'personal' }, sessions.personal);
+    metrics.set(M.mountedTeams, {}, sessions.mountedTeams);
+    const scopes = store.scopes();
+    metrics.set(M.scopes, {}, scopes.length);
+    metrics.set(M.packFiles, {}, scopes.reduce((n, s) => n + s.files.length, 0));
+    metrics.set(M.packBytes, {}, scopes.reduce((n, s) => n + s.totalBytes, 0));
+  });
   const handler = createRouter(ctx);
   const shutdown = new AbortController();
-  const server = createHttpServer(handler, { maxBodyBytes: options.maxBodyBytes, log: options.log }, shutdown.signal);
+  const server = createHttpServer(handler, { maxBodyBytes: options.maxBodyBytes, log: options.log, metrics }, shutdown.signal);
   let closed = false;
 
   const scan = async (work: ScanWork): Promise<void> => {
@@ -116,9 +151,9 @@ export async function createControlPlaneServer(input: ControlPlaneOptions, deps:
       if (work.full || work.directory) await directory.refresh();
       if (work.full) {
         watch?.renew();
-        await store.scan();
+        await timedScan('full', () => store.scan());
       } else if (work.layout || work.packs.size > 0) {
-        await store.scan(work.packs);
+        await timedScan('partial', () => store.scan(work.packs));
       }
     } catch (err) {
       options.log(`rescan failed: ${err instanceof Error ? err.message : String(err)}`);
@@ -139,6 +174,7 @@ export async function createControlPlaneServer(input: ControlPlaneOptions, deps:
     registry,
     directory,
     audit,
+    metrics,
     watch,
     rescan: () => rescanLoop.now(),
     async close() {
@@ -161,16 +197,8 @@ export async function createControlPlaneServer(input: ControlPlaneOptions, deps:
   };
 }
 
-/** Parses `HOST:PORT` (`[::1]:0` for IPv6); port 0 picks a free port. */
-export function parseListen(text: string): { host: string; port: number } {
-  const m = /^(?:\[([^\]]+)\]|([^:]+)):(\d{1,5})$/.exec(text);
-  const port = m ? Number(m[3]) : NaN;
-  if (!m || port > 65535) throw new KnowledgeError('invalid_argument', `invalid --listen "${text}" (expected HOST:PORT, e.g. 127.0.0.1:7420)`);
-  return { host: m[1] ?? m[2] ?? '127.0.0.1', port };
-}
-
 export async function serveControlPlane(
-  input: ControlPlaneOptions & { host?: string; port?: number },
+  input: ControlPlaneOptions & { host?: string; port?: number; metricsListen?: ListenAddress },
   deps: ControlPlaneDeps = {},
 ): Promise<ListeningControlPlane> {
   const cp = await createControlPlaneServer(input, deps);
@@ -188,6 +216,24 @@ export async function serveControlPlane(
     throw new KnowledgeError('config', `cannot listen on ${host}:${input.port ?? 0}: ${err instanceof Error ? err.message : String(err)}`);
   }
   const port = (cp.server.address() as AddressInfo).port;
-  const urlHost = host.includes(':') ? `[${host}]` : host;
-  return { ...cp, url: `http://${urlHost}:${port}`, host, port };
+  let metricsListener: MetricsListener | undefined;
+  if (input.metricsListen !== undefined) {
+    try {
+      metricsListener = await listenMetrics(input.metricsListen, cp.metrics, cp.options.log);
+    } catch (err) {
+      await cp.close();
+      throw err;
+    }
+  }
+  return {
+    ...cp,
+    url: httpUrl(host, port),
+    host,
+    port,
+    metricsUrl: metricsListener?.url,
+    async close() {
+      await metricsListener?.close();
+      await cp.close();
+    },
+  };
 }

@@ -2,15 +2,40 @@
 // Keeps the path percent-encoded (never `new URL`, which would resolve `..`),
 // caps bodies at maxBodyBytes (413), never sends a Date header (so two
 // answers that must be identical are byte-identical), and aborts in-flight
-// long-polls when the client leaves or the server closes.
+// long-polls when the client leaves or the server closes. Every answered
+// request is counted and timed by route template (core/metrics.ts), from
+// arrival to the last byte handed to the socket.
 
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { performance } from 'node:perf_hooks';
+import { CONTROL_PLANE_METRICS as M, httpRouteOf, NO_METRICS, statusClass, type MetricsRecorder } from '../core/metrics.js';
 import { errorResponse, type ApiRequest, type ApiResponse } from './api.js';
 import type { Handler } from './router.js';
 
 export interface HttpAdapterOptions {
   readonly maxBodyBytes: number;
   readonly log: (line: string) => void;
+  readonly metrics?: MetricsRecorder;
+}
+
+function splitUrl(url: string): { rawPath: string; query: URLSearchParams } {
+  const q = url.indexOf('?');
+  return { rawPath: q < 0 ? url : url.slice(0, q), query: new URLSearchParams(q < 0 ? '' : url.slice(q + 1)) };
+}
+
+/** Counts the request in flight now, and by route and status once its answer is sent. */
+function meter(req: IncomingMessage, res: ServerResponse, metrics: MetricsRecorder): void {
+  const started = performance.now();
+  const { rawPath, query } = splitUrl(req.url ?? '/');
+  const route = httpRouteOf(req.method ?? 'GET', rawPath, query);
+  metrics.add(M.httpInFlight, {}, 1);
+  res.on('close', () => {
+    metrics.add(M.httpInFlight, {}, -1);
+    // A client that left before its answer was sent has no status to count.
+    if (!res.writableFinished) return;
+    metrics.inc(M.httpRequests, { route, status_class: statusClass(res.statusCode) });
+    metrics.observe(M.httpDuration, { route }, (performance.now() - started) / 1000);
+  });
 }
 
 function write(res: ServerResponse, response: ApiResponse, headOnly = false, closing = false): void {
@@ -83,8 +108,10 @@ function readBody(req: IncomingMessage, max: number): Promise<Buffer | 'too-larg
 }
 
 export function createHttpServer(handler: Handler, options: HttpAdapterOptions, shutdown: AbortSignal): Server {
+  const metrics = options.metrics ?? NO_METRICS;
   return createServer(async (req, res) => {
     res.sendDate = false;
+    meter(req, res, metrics);
     const controller = new AbortController();
     const onShutdown = () => controller.abort();
     shutdown.addEventListener('abort', onShutdown, { once: true });
@@ -100,12 +127,11 @@ export function createHttpServer(handler: Handler, options: HttpAdapterOptions, 
         write(res, errorResponse('too_large', `request body larger than ${options.maxBodyBytes} bytes`));
         return;
       }
-      const url = req.url ?? '/';
-      const q = url.indexOf('?');
+      const { rawPath, query } = splitUrl(req.url ?? '/');
       const apiRequest: ApiRequest = {
         method: req.method ?? 'GET',
-        rawPath: q < 0 ? url : url.slice(0, q),
-        query: new URLSearchParams(q < 0 ? '' : url.slice(q + 1)),
+        rawPath,
+        query,
         authorization: req.headers.authorization,
         ifNoneMatch: req.headers['if-none-match'],
         body,

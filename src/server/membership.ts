@@ -7,6 +7,8 @@
 // here: the control plane asks once per request (see createScopeEvaluator).
 
 import { request } from 'undici';
+import { performance } from 'node:perf_hooks';
+import { CONTROL_PLANE_METRICS, type MEMBERSHIP_SOURCES, type MetricsRecorder } from '../core/metrics.js';
 import type { MembershipAnswer } from '../core/policy.js';
 import { isValidTeamId } from '../core/scope.js';
 import type { DirectorySource } from './directory-source.js';
@@ -48,6 +50,27 @@ export function httpMembership(baseUrl: string, timeoutMs: number): MembershipSo
       } catch (err) {
         if (signal.aborted) return { status: 'error', error: `membership service did not answer within ${timeoutMs} ms` };
         return { status: 'error', error: `membership service unreachable: ${err instanceof Error ? err.message : String(err)}` };
+      }
+    },
+  };
+}
+
+/** Counts and times every lookup of `source` (a throw counts as an error and is passed on). */
+export function meteredMembership(source: MembershipSource, kind: (typeof MEMBERSHIP_SOURCES)[number], metrics: MetricsRecorder): MembershipSource {
+  const record = (started: number, result: 'ok' | 'unknown_user' | 'error') => {
+    metrics.observe(CONTROL_PLANE_METRICS.membershipDuration, { source: kind }, (performance.now() - started) / 1000);
+    metrics.inc(CONTROL_PLANE_METRICS.membershipLookups, { source: kind, result });
+  };
+  return {
+    async teamsOf(user) {
+      const started = performance.now();
+      try {
+        const answer = await source.teamsOf(user);
+        record(started, answer.status === 'unknown-user' ? 'unknown_user' : answer.status);
+        return answer;
+      } catch (err) {
+        record(started, 'error');
+        throw err;
       }
     },
   };

@@ -18,6 +18,7 @@
 
 import { setTimeout as sleep } from 'node:timers/promises';
 import { KnowledgeError } from '../core/errors.js';
+import { CONTROL_PLANE_METRICS } from '../core/metrics.js';
 import type { Decision } from '../core/policy.js';
 import { buildPlan, KNOWN_VERSION_PREFIX, snapshotScope, type Plan, type ScopeSnapshot, type UnchangedScope } from '../core/plan.js';
 import { ACCOUNT_SCOPE, parseScope, teamScope } from '../core/scope.js';
@@ -127,15 +128,21 @@ export async function planRoute(ctx: RouteContext, session: SessionRecord, req: 
   if (etagMatches(req.ifNoneMatch, etag)) {
     const deadline = Date.now() + waitMs;
     let unchanged = true;
-    while (unchanged && Date.now() < deadline && !req.signal.aborted && !session.revoked) {
-      try {
-        await sleep(Math.min(ctx.options.pollIntervalMs, Math.max(1, deadline - Date.now())), undefined, { signal: req.signal });
-      } catch {
-        break; // client gone or server closing
+    const waiting = waitMs > 0;
+    if (waiting) ctx.metrics.add(CONTROL_PLANE_METRICS.planLongPolls, {}, 1);
+    try {
+      while (unchanged && Date.now() < deadline && !req.signal.aborted && !session.revoked) {
+        try {
+          await sleep(Math.min(ctx.options.pollIntervalMs, Math.max(1, deadline - Date.now())), undefined, { signal: req.signal });
+        } catch {
+          break; // client gone or server closing
+        }
+        ({ plan, decisions } = await computePlan(ctx, session, threshold));
+        etag = `"${plan.version}"`;
+        unchanged = etagMatches(req.ifNoneMatch, etag);
       }
-      ({ plan, decisions } = await computePlan(ctx, session, threshold));
-      etag = `"${plan.version}"`;
-      unchanged = etagMatches(req.ifNoneMatch, etag);
+    } finally {
+      if (waiting) ctx.metrics.add(CONTROL_PLANE_METRICS.planLongPolls, {}, -1);
     }
     if (unchanged || session.revoked) return empty(304, { etag, 'cache-control': 'no-cache' });
   }

@@ -1,7 +1,9 @@
 // Routing and authentication: ApiRequest in, ApiResponse out, no node:http.
 // Admin routes take the admin token (a runner token there is 403); runner
 // routes take a runner token (the admin token there is 403); anything else
-// is 401. Tokens are compared by sha256 in constant time.
+// is 401. Tokens are compared by sha256 in constant time. `GET /metrics` is
+// an admin route (the Prometheus text; `--metrics-listen` serves it without
+// a token on a separate address).
 
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { KnowledgeError, isKnowledgeError } from '../core/errors.js';
@@ -48,6 +50,10 @@ export function createRouter(ctx: RouteContext): Handler {
   const route = async (req: ApiRequest): Promise<ApiResponse> => {
     const { method, rawPath } = req;
     if (rawPath === '/healthz' && method === 'GET') return jsonResponse(200, { ok: true });
+    if (rawPath === '/metrics' && method === 'GET') {
+      requireAdmin(req);
+      return { status: 200, headers: { 'content-type': ctx.exposition.contentType }, body: await ctx.exposition.text() };
+    }
     if (rawPath === '/v1/admin/sessions' && method === 'POST') {
       requireAdmin(req);
       return createSessionRoute(ctx, req.body);

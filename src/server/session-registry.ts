@@ -117,6 +117,17 @@ export class SessionRegistry {
     return this.byId.size;
   }
 
+  /** Live (not revoked) sessions by kind, and the teams they have mounted: for metrics. */
+  stats(): { team: number; personal: number; mountedTeams: number } {
+    const stats = { team: 0, personal: 0, mountedTeams: 0 };
+    for (const record of this.byId.values()) {
+      if (record.revoked) continue;
+      stats[record.kind]++;
+      stats.mountedTeams += record.mounted.length;
+    }
+    return stats;
+  }
+
   /** The live session holding `token`, or null. Revoked sessions never match. */
   authenticate(token: string): SessionRecord | null {
     const presented = Buffer.from(hashToken(token), 'hex');

@@ -15,6 +15,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { CreateSessionRequest, CreateSessionResponse } from '../../src/core/wire.js';
 import { serveControlPlane, type ControlPlaneDeps, type ListeningControlPlane } from '../../src/server/control-plane.js';
+import type { ListenAddress } from '../../src/core/listen-address.js';
 import type { ControlPlaneOptions } from '../../src/server/options.js';
 
 export const REPO_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -49,6 +50,8 @@ export interface TestControlPlane {
 export type StartOptions = Partial<Omit<ControlPlaneOptions, 'dataDir'>> & {
   readonly dataDir: string;
   readonly deps?: ControlPlaneDeps;
+  /** Also serve token-less metrics here (port 0 picks one). */
+  readonly metricsListen?: ListenAddress;
   /** Also print log lines to stderr. */
   readonly verbose?: boolean;
 };

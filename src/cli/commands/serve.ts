@@ -11,8 +11,9 @@ import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { KnowledgeError } from '../../core/errors.js';
+import { parseListenAddress } from '../../core/listen-address.js';
 import { parseDuration, parseSize, formatDurationFlag, formatSizeFlag } from '../../core/units.js';
-import { parseListen, serveControlPlane } from '../../server/control-plane.js';
+import { serveControlPlane } from '../../server/control-plane.js';
 import { DEFAULTS, internalDir } from '../../server/options.js';
 import type { CliContext } from '../context.js';
 import { EXIT } from '../exit-codes.js';
@@ -32,6 +33,7 @@ interface ServeFlags {
   watchScanInterval: number;
   scanInterval: number;
   maxFileSize: number;
+  metricsListen?: string;
 }
 
 async function resolveAdminToken(flags: ServeFlags, dataDir: string, ctx: CliContext): Promise<string> {
@@ -68,6 +70,7 @@ export function registerServe(program: Command, ctx: CliContext, result: Command
     .addOption(parsedOption('--watch <on|off>', 'watch the data directory with inotify and rescan a changed directory within ~50ms (off: for filesystems without inotify, e.g. NFS)', parseOnOff, true, 'on'))
     .addOption(parsedOption('--watch-scan-interval <duration>', 'pause between full rescans while the watch works (a safety net for lost events)', parseDuration, DEFAULTS.watchScanIntervalMs, formatDurationFlag(DEFAULTS.watchScanIntervalMs)))
     .addOption(parsedOption('--scan-interval <duration>', "pause between full rescans with --watch off or a failed watch (at least twice the last scan's duration)", parseDuration, DEFAULTS.scanIntervalMs, formatDurationFlag(DEFAULTS.scanIntervalMs)))
+    .option('--metrics-listen <host:port>', 'also serve GET /metrics without a token on this address (default: only GET /metrics on --listen, with the admin token)')
     .addOption(parsedOption('--max-file-size <size>', 'files larger than this are skipped with a log line', parseSize, DEFAULTS.maxFileSize, formatSizeFlag(DEFAULTS.maxFileSize)))
     .addHelpText(
       'after',
@@ -75,13 +78,15 @@ export function registerServe(program: Command, ctx: CliContext, result: Command
 Examples:
   knowledgefs serve --data ./examples/knowledge-base
   knowledgefs serve --data /srv/knowledge --listen 0.0.0.0:7420 --admin-token-file /run/secrets/kfs-admin
-  knowledgefs serve --data /srv/knowledge --membership-url http://people.internal:8080 --membership-timeout 1s`,
+  knowledgefs serve --data /srv/knowledge --membership-url http://people.internal:8080 --membership-timeout 1s
+  knowledgefs serve --data /srv/knowledge --metrics-listen 127.0.0.1:9464   # Prometheus scrapes here, no token`,
     )
     .action(async (flags: ServeFlags) => {
       // Listen for SIGINT/SIGTERM from the start, so a signal during start-up still ends in a clean stop.
       const stopping = ctx.stopSignal();
       const dataDir = resolve(ctx.cwd, flags.data);
-      const { host, port } = parseListen(flags.listen);
+      const { host, port } = parseListenAddress(flags.listen);
+      const metricsListen = flags.metricsListen === undefined ? undefined : parseListenAddress(flags.metricsListen, '--metrics-listen');
       // A mistyped --data must not get a generated admin token (and directories) created under it.
       if (!(await stat(dataDir).then((s) => s.isDirectory(), () => false))) {
         throw new KnowledgeError('config', `--data ${dataDir}: not a directory (it needs directory.json, account/ and teams/<id>/)`);
@@ -100,6 +105,7 @@ Examples:
         scanIntervalMs: flags.scanInterval,
         maxFileSize: flags.maxFileSize,
         log,
+        ...(metricsListen !== undefined ? { metricsListen } : {}),
         ...(flags.state !== undefined ? { stateFile: resolve(ctx.cwd, flags.state) } : {}),
         ...(flags.auditLog !== undefined ? { auditLog: resolve(ctx.cwd, flags.auditLog) } : {}),
       });
@@ -108,6 +114,7 @@ Examples:
         ? `watching ${cp.watch.size} directories, full rescan every ${formatDurationFlag(cp.options.watchScanIntervalMs)}`
         : `full rescan every ${formatDurationFlag(cp.options.scanIntervalMs)}`;
       log(`serving ${dataDir}: ${cp.store.scopes().length} scopes, ${files} files, ${cp.registry.size} sessions; ${rescans}`);
+      if (cp.metricsUrl !== undefined) log(`metrics on ${cp.metricsUrl} (no token)`);
       ctx.stdout.write(`listening on ${cp.url}\n`);
       const signal = await stopping;
       log(`${signal}: shutting down`);

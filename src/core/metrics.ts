@@ -1,0 +1,178 @@
+// Every metric knowledgefs exports, as plain data, and the small interface
+// the parts record through. The Prometheus registry (prom-client) lives at
+// the edge (src/metrics/); the core and the route handlers only see
+// `MetricsRecorder`, so a new backend (a state store, an object store, a FUSE
+// binding) records by calling `inc/add/set/observe` on the metric specs below.
+//
+// Labels are closed sets written out here: route templates, status classes,
+// decision actions and outcomes, operation kinds. They never carry a user,
+// team, session, path or token, so cardinality is bounded by this file and a
+// scrape leaks nothing. The recorder's types only accept the listed values;
+// the registry checks them again at run time.
+
+import type { Decision } from './policy.js';
+
+export type LabelSets = Readonly<Record<string, readonly string[]>>;
+
+interface BaseSpec<L extends LabelSets> {
+  readonly name: string;
+  readonly help: string;
+  readonly labels: L;
+}
+export interface CounterSpec<L extends LabelSets = LabelSets> extends BaseSpec<L> {
+  readonly type: 'counter';
+}
+export interface GaugeSpec<L extends LabelSets = LabelSets> extends BaseSpec<L> {
+  readonly type: 'gauge';
+}
+export interface HistogramSpec<L extends LabelSets = LabelSets> extends BaseSpec<L> {
+  readonly type: 'histogram';
+  /** Upper bounds in the metric's unit (seconds, bytes, files). */
+  readonly buckets: readonly number[];
+}
+export type MetricSpec = CounterSpec | GaugeSpec | HistogramSpec;
+
+/** `{route: 'plan', status_class: '2xx'}`: one allowed value per label of the spec. */
+export type LabelsOf<S extends { readonly labels: LabelSets }> = { readonly [K in keyof S['labels']]: S['labels'][K][number] };
+
+export interface MetricsRecorder {
+  inc<S extends CounterSpec>(spec: S, labels: LabelsOf<S>, by?: number): void;
+  /** Moves a gauge up or down (long-polls open, requests in flight). */
+  add<S extends GaugeSpec>(spec: S, labels: LabelsOf<S>, delta: number): void;
+  set<S extends GaugeSpec>(spec: S, labels: LabelsOf<S>, value: number): void;
+  observe<S extends HistogramSpec>(spec: S, labels: LabelsOf<S>, value: number): void;
+}
+
+/** Records nothing: for parts built without a registry (tests, library use). */
+export const NO_METRICS: MetricsRecorder = {
+  inc: () => undefined,
+  add: () => undefined,
+  set: () => undefined,
+  observe: () => undefined,
+};
+
+function counter<L extends LabelSets>(name: string, help: string, labels: L): CounterSpec<L> {
+  return { type: 'counter', name, help, labels };
+}
+function gauge<L extends LabelSets>(name: string, help: string, labels: L): GaugeSpec<L> {
+  return { type: 'gauge', name, help, labels };
+}
+function histogram<L extends LabelSets>(name: string, help: string, labels: L, buckets: readonly number[]): HistogramSpec<L> {
+  return { type: 'histogram', name, help, labels, buckets };
+}
+
+/** Seconds: from a cached metadata answer (~50 µs) to a timed-out request (~10 s). */
+export const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30] as const;
+
+// ---- label values ------------------------------------------------------
+
+/** Route templates of the control plane's HTTP API; anything else is `other`. */
+export const HTTP_ROUTES = [
+  'healthz',
+  'metrics',
+  'admin_session_create',
+  'admin_session_revoke',
+  'admin_explain',
+  'session',
+  'plan',
+  'plan_long_poll',
+  'files',
+  'grants',
+  'batch',
+  'read',
+  'manifest',
+  'reminder',
+  'other',
+] as const;
+export type HttpRoute = (typeof HTTP_ROUTES)[number];
+
+export const STATUS_CLASSES = ['1xx', '2xx', '3xx', '4xx', '5xx'] as const;
+export type StatusClass = (typeof STATUS_CLASSES)[number];
+
+/** What a decision was for (the audit log's `action`). */
+export const DECISION_ACTIONS = ['plan', 'open', 'read', 'mount', 'manifest', 'reminder', 'explain'] as const;
+export const SESSION_KINDS = ['team', 'personal'] as const;
+/** `fail_closed`: denied because the membership source failed or timed out. */
+export const DECISION_OUTCOMES = ['allow', 'deny', 'fail_closed'] as const;
+export type DecisionOutcome = (typeof DECISION_OUTCOMES)[number];
+
+export const MEMBERSHIP_SOURCES = ['directory', 'http'] as const;
+export const MEMBERSHIP_RESULTS = ['ok', 'unknown_user', 'error'] as const;
+export const SCAN_KINDS = ['full', 'partial'] as const;
+export const RESULTS = ['ok', 'error'] as const;
+export const CACHE_RESULTS = ['hit', 'miss'] as const;
+
+// ---- control plane -----------------------------------------------------
+
+export const CONTROL_PLANE_METRICS = {
+  httpRequests: counter('knowledgefs_http_requests_total', 'HTTP requests answered, by route template and status class.', {
+    route: HTTP_ROUTES,
+    status_class: STATUS_CLASSES,
+  }),
+  httpDuration: histogram('knowledgefs_http_request_duration_seconds', 'Time from a request arriving to its answer being sent, by route template.', { route: HTTP_ROUTES }, LATENCY_BUCKETS),
+  httpInFlight: gauge('knowledgefs_http_requests_in_flight', 'Requests being answered now (long-polls included).', {}),
+  decisions: counter('knowledgefs_decisions_total', 'CanLoadScope decisions recorded in the audit log, by action, session kind and outcome.', {
+    action: DECISION_ACTIONS,
+    session_kind: SESSION_KINDS,
+    outcome: DECISION_OUTCOMES,
+  }),
+  membershipLookups: counter('knowledgefs_membership_lookups_total', 'Membership lookups, by source and result (error: failed, timed out or answered garbage).', {
+    source: MEMBERSHIP_SOURCES,
+    result: MEMBERSHIP_RESULTS,
+  }),
+  membershipDuration: histogram('knowledgefs_membership_lookup_duration_seconds', 'Time one membership lookup took, by source.', { source: MEMBERSHIP_SOURCES }, LATENCY_BUCKETS),
+  planLongPolls: gauge('knowledgefs_plan_long_polls_open', 'Plan long-polls waiting for a change now.', {}),
+  sessions: gauge('knowledgefs_sessions', 'Sessions that are not revoked, by kind.', { kind: SESSION_KINDS }),
+  mountedTeams: gauge('knowledgefs_mounted_teams', 'Teams mounted through the read tool, summed over live sessions.', {}),
+  packScans: counter('knowledgefs_pack_scans_total', 'Scans of the packs (full, or of changed directories), by result.', { kind: SCAN_KINDS, result: RESULTS }),
+  packScanDuration: histogram('knowledgefs_pack_scan_duration_seconds', 'Time one pack scan took.', { kind: SCAN_KINDS }, LATENCY_BUCKETS),
+  scopes: gauge('knowledgefs_scopes', 'Scopes (account and team packs) being served.', {}),
+  packFiles: gauge('knowledgefs_pack_files', 'Files in all served packs.', {}),
+  packBytes: gauge('knowledgefs_pack_bytes', 'Bytes of all files in the served packs.', {}),
+  blobCache: counter('knowledgefs_blob_cache_requests_total', 'Lookups in a pack store blob cache, by result (stays 0 for the plain directory store, which has no cache).', { result: CACHE_RESULTS }),
+} as const;
+
+export const ALL_METRICS: readonly MetricSpec[] = [...Object.values(CONTROL_PLANE_METRICS)];
+
+// ---- classifiers (pure) -----------------------------------------------
+
+export function statusClass(status: number): StatusClass {
+  const cls = `${Math.min(5, Math.max(1, Math.floor(status / 100)))}xx`;
+  return cls as StatusClass;
+}
+
+/** The route template of a request, from its method and raw path (never the path itself). */
+export function httpRouteOf(method: string, rawPath: string, query: URLSearchParams): HttpRoute {
+  const m = method === 'HEAD' ? 'GET' : method;
+  if (rawPath === '/healthz' && m === 'GET') return 'healthz';
+  if (rawPath === '/metrics' && m === 'GET') return 'metrics';
+  if (rawPath === '/v1/admin/sessions' && m === 'POST') return 'admin_session_create';
+  if (rawPath.startsWith('/v1/admin/sessions/') && m === 'DELETE') return 'admin_session_revoke';
+  if (rawPath === '/v1/admin/explain' && m === 'GET') return 'admin_explain';
+  if (rawPath === '/v1/session' && m === 'GET') return 'session';
+  if (rawPath === '/v1/plan' && m === 'GET') return query.has('wait') ? 'plan_long_poll' : 'plan';
+  if (rawPath.startsWith('/v1/files/') && m === 'GET') return 'files';
+  if (rawPath.startsWith('/v1/grants/') && m === 'GET') return 'grants';
+  if (rawPath === '/v1/batch' && m === 'POST') return 'batch';
+  if (rawPath === '/v1/read' && m === 'POST') return 'read';
+  if (rawPath === '/v1/manifest' && m === 'GET') return 'manifest';
+  if (rawPath === '/v1/reminder' && m === 'GET') return 'reminder';
+  return 'other';
+}
+
+/** allow; deny; or fail_closed when the membership source could not answer. */
+export function decisionOutcome(decision: Decision): DecisionOutcome {
+  if (decision.allowed) return 'allow';
+  return decision.rule === 'membership-unavailable' ? 'fail_closed' : 'deny';
+}
+
+/** Every label value a metric may take must be a short name: no slashes, spaces or dots. */
+export function labelValueProblem(value: string): string | null {
+  return /^[A-Za-z0-9_]{1,32}$/.test(value) ? null : `label value "${value}" is not a short name`;
+}
+
+/** What a `/metrics` answer needs: the exposition text and its content type. */
+export interface MetricsExposition {
+  readonly contentType: string;
+  text(): Promise<string>;
+}

@@ -1,0 +1,117 @@
+// The one place prom-client is used: a registry holding the metrics named in
+// core/metrics.ts, recorded through `MetricsRecorder`, plus Node's process
+// metrics (process_*, nodejs_*). Each control plane or mount daemon owns one
+// (no global registry), so two in one process (tests) never mix numbers.
+//
+// Gauges that describe state (sessions, files, cache bytes, plan age) are
+// read when scraped: parts register a `beforeScrape` callback that sets them,
+// instead of keeping a second copy of the state up to date.
+//
+// Counters whose label combinations are few are created at zero, so `rate()`
+// has a series to work on before the first event.
+
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, type Metric } from 'prom-client';
+import { KnowledgeError } from '../core/errors.js';
+import type { CounterSpec, GaugeSpec, HistogramSpec, LabelsOf, MetricSpec, MetricsRecorder } from '../core/metrics.js';
+
+/** Counters with at most this many label combinations start every one at zero. */
+const PRECREATE_LIMIT = 128;
+
+export interface MetricValueSample {
+  readonly labels: Readonly<Record<string, string | number>>;
+  readonly value: number;
+  /** Histograms: `_bucket`, `_sum`, `_count`; else empty. */
+  readonly suffix: string;
+}
+
+export class PrometheusMetrics implements MetricsRecorder {
+  readonly registry = new Registry();
+  private readonly metrics = new Map<string, { spec: MetricSpec; metric: Metric<string> }>();
+  private readonly scrapeHooks: (() => void)[] = [];
+
+  constructor(specs: readonly MetricSpec[], options: { processMetrics?: boolean } = {}) {
+    for (const spec of specs) this.register(spec);
+    if (options.processMetrics !== false) collectDefaultMetrics({ register: this.registry });
+  }
+
+  get contentType(): string {
+    return this.registry.contentType;
+  }
+
+  /** Sets state gauges right before each scrape or status snapshot. */
+  beforeScrape(hook: () => void): void {
+    this.scrapeHooks.push(hook);
+  }
+
+  inc<S extends CounterSpec>(spec: S, labels: LabelsOf<S>, by = 1): void {
+    (this.get(spec, labels) as Counter<string>).inc(labels as Record<string, string>, by);
+  }
+
+  add<S extends GaugeSpec>(spec: S, labels: LabelsOf<S>, delta: number): void {
+    (this.get(spec, labels) as Gauge<string>).inc(labels as Record<string, string>, delta);
+  }
+
+  set<S extends GaugeSpec>(spec: S, labels: LabelsOf<S>, value: number): void {
+    (this.get(spec, labels) as Gauge<string>).set(labels as Record<string, string>, value);
+  }
+
+  observe<S extends HistogramSpec>(spec: S, labels: LabelsOf<S>, value: number): void {
+    (this.get(spec, labels) as Histogram<string>).observe(labels as Record<string, string>, value);
+  }
+
+  /** The Prometheus text exposition. */
+  async text(): Promise<string> {
+    this.runHooks();
+    return this.registry.metrics();
+  }
+
+  /** One metric's current samples (for `knowledgefs status`). */
+  async samples(spec: MetricSpec): Promise<MetricValueSample[]> {
+    this.runHooks();
+    const entry = this.metrics.get(spec.name);
+    if (entry === undefined) return [];
+    const data = await entry.metric.get();
+    return data.values.map((v) => ({
+      labels: v.labels as Record<string, string | number>,
+      value: v.value,
+      suffix: (v as { metricName?: string }).metricName?.slice(spec.name.length) ?? '',
+    }));
+  }
+
+  private runHooks(): void {
+    for (const hook of this.scrapeHooks) hook();
+  }
+
+  private register(spec: MetricSpec): void {
+    const base = { name: spec.name, help: spec.help, labelNames: Object.keys(spec.labels), registers: [this.registry] };
+    let metric: Metric<string>;
+    if (spec.type === 'counter') metric = new Counter(base);
+    else if (spec.type === 'gauge') metric = new Gauge(base);
+    else metric = new Histogram({ ...base, buckets: [...spec.buckets] });
+    this.metrics.set(spec.name, { spec, metric });
+    if (spec.type === 'counter') {
+      const combos = labelCombinations(spec.labels);
+      if (combos.length <= PRECREATE_LIMIT) for (const labels of combos) (metric as Counter<string>).inc(labels, 0);
+    } else if (spec.type === 'gauge' && Object.keys(spec.labels).length === 0) {
+      (metric as Gauge<string>).set(0);
+    }
+  }
+
+  private get(spec: MetricSpec, labels: Readonly<Record<string, string>>): Metric<string> {
+    const entry = this.metrics.get(spec.name);
+    if (entry === undefined) throw new KnowledgeError('internal', `metric ${spec.name} is not registered`);
+    // The types allow only the listed values; this keeps a cast from leaking a name or path.
+    for (const [name, value] of Object.entries(labels)) {
+      if (!entry.spec.labels[name]?.includes(value)) throw new KnowledgeError('internal', `metric ${spec.name}: label ${name} cannot be "${value}"`);
+    }
+    return entry.metric;
+  }
+}
+
+function labelCombinations(labels: Readonly<Record<string, readonly string[]>>): Record<string, string>[] {
+  let combos: Record<string, string>[] = [{}];
+  for (const [name, values] of Object.entries(labels)) {
+    combos = combos.flatMap((c) => values.map((v) => ({ ...c, [name]: v })));
+  }
+  return combos;
+}
