@@ -21,7 +21,7 @@
 
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { SocketClient } from '../src/cli/socket-client.js';
+import { KnowledgeClient } from '../src/client/knowledge-client.js';
 import { startControlPlane, type TestControlPlane } from './helpers/control-plane.js';
 import { makeDataDir, removeDataDir, removeDataFile, writeDataFile } from './helpers/data-dir.js';
 import { startFaultMembership, type FaultMembership } from './helpers/fault-membership.js';
@@ -180,7 +180,9 @@ fuseSuite('read tool end to end', () => {
       // Freeze the daemon's view: plan requests hang, so team_search stays in its tree.
       proxy.setRules([{ match: (method, url) => method === 'GET' && url.startsWith('/v1/plan'), mode: { kind: 'hang' } }]);
       members.setTeams('alice', ['payments']);
-      const status = await new SocketClient(m.socketPath).status();
+      const client = new KnowledgeClient({ socketPath: m.socketPath });
+      const status = await client.status();
+      client.close();
       expect(status.scopes).toContain('team_search');
 
       const r = await kfs(m, ['read', 'knowledge/team_search/runbooks/reindex.md']);

@@ -5,74 +5,33 @@
 // tests can check what reached the "control plane".
 
 import { spawn } from 'node:child_process';
-import { createHash } from 'node:crypto';
 import { mkdtempSync, rmSync, statSync, writeFileSync, existsSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { KnowledgeError } from '../src/core/errors.js';
-import type { ReadRequest, ReadResponse } from '../src/core/wire.js';
-import { handleControlRequest, sliceChars, startControlSocket, type ReadToolBackend } from '../src/daemon/control-socket.js';
-import { SocketClient } from '../src/cli/socket-client.js';
+import { handleControlRequest, sliceChars, startControlSocket } from '../src/daemon/control-socket.js';
+import { KnowledgeClient } from '../src/client/knowledge-client.js';
+import { MEMORY_MOUNTPOINT, MemoryBackend, sha256 } from './helpers/memory-daemon.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'kfs-sock-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-const MNT = '/runner/knowledge';
-const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
-
-class MemoryBackend implements ReadToolBackend {
-  readonly mountpoint = MNT;
-  tree = new Set<string>(['account/DUTY.md', 'team_payments/DUTY.md']);
-  files = new Map<string, string>([
-    ['account/DUTY.md', '# Account\n'],
-    ['team_payments/DUTY.md', '# Payments\n'],
-    ['team_search/DUTY.md', '# Search ünïcødé 😀\n'],
-  ]);
-  /** Scopes the "control plane" refuses: hidden (not_found) or explained (denied). */
-  hidden = new Set<string>(['team_storage']);
-  denied = new Set<string>();
-  down: KnowledgeError | null = null;
-  corrupt = false;
-  calls: string[] = [];
-  mountedTeams: string[] = [];
-
-  hasFile(p: string) { return this.tree.has(p); }
-  async read(req: ReadRequest): Promise<ReadResponse> {
-    this.calls.push(`read ${req.path} mount=${req.mount}`);
-    if (this.down) throw this.down;
-    const scope = req.path.split('/')[0] ?? '';
-    if (this.denied.has(scope)) throw new KnowledgeError('denied', `this session belongs to team payments and cannot load ${scope}`);
-    const text = this.files.get(req.path);
-    if (this.hidden.has(scope) || text === undefined) throw new KnowledgeError('not_found', `no such file: ${req.path} (server wording)`);
-    const bytes = Buffer.from(text);
-    const mounted = req.mount && scope.startsWith('team_') && !this.mountedTeams.includes(scope) && !this.tree.has(`${scope}/DUTY.md`);
-    if (mounted) this.mountedTeams.push(scope);
-    return { path: req.path, sha256: this.corrupt ? sha(Buffer.from('x')) : sha(bytes), size: bytes.length, contentBase64: bytes.toString('base64'), mounted };
-  }
-  async manifest() { return { text: 'MANIFEST\n', sha256: sha(Buffer.from('MANIFEST\n')) }; }
-  async reminder() { return { text: 'REMINDER\n', date: '2025-01-01', changed: ['a/b'], deleted: [] }; }
-  async refreshPlan() {
-    this.calls.push('refreshPlan');
-    await new Promise((r) => setTimeout(r, 20));
-    for (const f of this.files.keys()) if (this.mountedTeams.some((t) => f.startsWith(`${t}/`))) this.tree.add(f);
-  }
-  status() { return { mountpoint: MNT, sessionId: 's1', planVersion: 'v', files: this.tree.size, scopes: ['account'], prefetch: { done: 0, total: 0 } }; }
-}
+const MNT = MEMORY_MOUNTPOINT;
+const sha = sha256;
 
 let backend: MemoryBackend;
 let sock: { close(): Promise<void> };
 let path: string;
-let client: SocketClient;
+let client: KnowledgeClient;
 
 beforeEach(async () => {
   backend = new MemoryBackend();
   path = join(dir, `s-${Math.random().toString(36).slice(2)}`, 'control.sock');
   sock = await startControlSocket(path, backend);
-  client = new SocketClient(path, { timeoutMs: 10_000 });
+  client = new KnowledgeClient({ socketPath: path, timeoutMs: 10_000 });
 });
-afterEach(async () => { await sock.close(); });
+afterEach(async () => { client.close(); await sock.close(); });
 
 async function errOf(p: Promise<unknown>): Promise<KnowledgeError> {
   try { await p; } catch (err) { if (err instanceof KnowledgeError) return err; throw err; }
@@ -103,7 +62,7 @@ describe('control socket', () => {
     const s2 = await startControlSocket(stale, backend, (l) => lines.push(l));
     try {
       expect(lines.join('\n')).toMatch(/removed stale control socket/);
-      expect((await new SocketClient(stale).status()).sessionId).toBe('s1');
+      expect((await new KnowledgeClient({ socketPath: stale }).status()).sessionId).toBe('s1');
     } finally {
       await s2.close();
     }
@@ -114,26 +73,27 @@ describe('control socket', () => {
   });
 
   it('asks the control plane afresh for a file already in the tree (mount=false)', async () => {
-    const res = await client.read({ path: 'knowledge/account/DUTY.md', cwd: '/' });
-    expect(res).toMatchObject({ ok: true, path: 'knowledge/account/DUTY.md', content: '# Account\n', size: 10, offset: 0, truncated: false, totalChars: 10 });
+    const res = await client.read('knowledge/account/DUTY.md', { cwd: '/' });
+    expect(res).toEqual({ path: 'knowledge/account/DUTY.md', content: '# Account\n', sha256: sha(Buffer.from('# Account\n')), size: 10, offset: 0, truncated: false, totalChars: 10, nextOffset: null, mounted: false });
     expect(backend.calls).toEqual(['read account/DUTY.md mount=false']);
   });
 
   it('mounts a team not in the tree and refreshes the plan before answering', async () => {
-    const res = await client.read({ path: '/runner/knowledge/team_search/DUTY.md', cwd: '/tmp' });
+    const res = await client.read('/runner/knowledge/team_search/DUTY.md', { cwd: '/tmp' });
     expect(res.content).toBe('# Search ünïcødé 😀\n');
+    expect(res.mounted).toBe(true);
     expect(backend.calls).toEqual(['read team_search/DUTY.md mount=true', 'refreshPlan']);
     expect(backend.hasFile('team_search/DUTY.md')).toBe(true);
     // Next time it is in the tree: fresh decision, no mount, no refresh.
     backend.calls = [];
-    await client.read({ path: 'DUTY.md', cwd: '/runner/knowledge/team_search' });
+    expect((await client.read('DUTY.md', { cwd: '/runner/knowledge/team_search' })).mounted).toBe(false);
     expect(backend.calls).toEqual(['read team_search/DUTY.md mount=false']);
   });
 
   it('answers a hidden denial with exactly the missing-file error, echoing only the typed path', async () => {
-    const hidden = await errOf(client.read({ path: 'knowledge/team_storage/DUTY.md', cwd: '/' }));
+    const hidden = await errOf(client.read('knowledge/team_storage/DUTY.md', { cwd: '/' }));
     backend.hidden.clear();
-    const reallyMissing = await errOf(client.read({ path: 'knowledge/team_storage/DUTY.md', cwd: '/' }));
+    const reallyMissing = await errOf(client.read('knowledge/team_storage/DUTY.md', { cwd: '/' }));
     expect(hidden.code).toBe('not_found');
     expect(hidden.message).toBe('knowledge/team_storage/DUTY.md: no such file');
     expect(reallyMissing.message).toBe(hidden.message);
@@ -142,18 +102,18 @@ describe('control socket', () => {
 
   it('passes on denials with guidance and unavailability with their codes', async () => {
     backend.denied.add('team_search');
-    const denied = await errOf(client.read({ path: 'knowledge/team_search/DUTY.md', cwd: '/' }));
+    const denied = await errOf(client.read('knowledge/team_search/DUTY.md', { cwd: '/' }));
     expect(denied.code).toBe('denied');
     expect(denied.message).toMatch(/belongs to team payments/);
     backend.down = new KnowledgeError('membership_unavailable', 'membership source http://x failed');
-    expect((await errOf(client.read({ path: 'knowledge/team_search/x', cwd: '/' }))).code).toBe('membership_unavailable');
+    expect((await errOf(client.read('knowledge/team_search/x', { cwd: '/' }))).code).toBe('membership_unavailable');
     backend.down = new KnowledgeError('unavailable', 'control plane down');
-    expect((await errOf(client.read({ path: 'knowledge/account/DUTY.md', cwd: '/' }))).code).toBe('unavailable');
+    expect((await errOf(client.read('knowledge/account/DUTY.md', { cwd: '/' }))).code).toBe('unavailable');
   });
 
   it('discards content whose checksum does not match', async () => {
     backend.corrupt = true;
-    const err = await errOf(client.read({ path: 'knowledge/account/DUTY.md', cwd: '/' }));
+    const err = await errOf(client.read('knowledge/account/DUTY.md', { cwd: '/' }));
     expect(err.code).toBe('integrity');
     expect(err.message).not.toContain('Account');
   });
@@ -161,27 +121,33 @@ describe('control socket', () => {
   it('pages by characters with offset and limit, never splitting a surrogate pair', async () => {
     backend.files.set('account/big.md', `${'😀'.repeat(150_000)}end`);
     backend.tree.add('account/big.md');
-    const first = await client.read({ path: 'knowledge/account/big.md', cwd: '/' });
+    const first = await client.read('knowledge/account/big.md', { cwd: '/' });
     expect(first.truncated).toBe(true);
     expect(first.totalChars).toBe(150_003);
     expect([...first.content].length).toBe(100_000);
     expect(first.content.isWellFormed()).toBe(true);
-    const second = await client.read({ path: 'knowledge/account/big.md', cwd: '/', offset: 100_000 });
+    const second = await client.read('knowledge/account/big.md', { cwd: '/', offset: 100_000 });
     expect(second.truncated).toBe(false);
     expect(second.content).toBe(`${'😀'.repeat(50_000)}end`);
-    const small = await client.read({ path: 'knowledge/account/big.md', cwd: '/', offset: 149_999, limit: 2 });
+    const small = await client.read('knowledge/account/big.md', { cwd: '/', offset: 149_999, limit: 2 });
     expect(small).toMatchObject({ content: '😀e', truncated: true, offset: 149_999 });
-    const beyond = await client.read({ path: 'knowledge/account/big.md', cwd: '/', offset: 10_000_000 });
+    const beyond = await client.read('knowledge/account/big.md', { cwd: '/', offset: 10_000_000 });
     expect(beyond).toMatchObject({ content: '', truncated: false });
-    // A limit above the cap is clamped to it.
-    const clamped = await client.read({ path: 'knowledge/account/big.md', cwd: '/', limit: 500_000 });
-    expect([...clamped.content].length).toBe(100_000);
+    expect(first.nextOffset).toBe(100_000);
+    expect(small.nextOffset).toBe(150_001);
+    expect(second.nextOffset).toBeNull();
+    // The daemon clamps a limit above the cap (the client library refuses one before sending it).
+    const clamped = await handleControlRequest(backend, 'POST', '/read', { path: 'knowledge/account/big.md', cwd: '/', limit: 500_000 });
+    expect([...(clamped.body as { content: string }).content].length).toBe(100_000);
   });
 
   it('rejects bad paths and bad requests before asking the control plane', async () => {
-    expect((await errOf(client.read({ path: 'knowledge/../etc/passwd', cwd: '/' }))).code).toBe('invalid_argument');
-    expect((await errOf(client.read({ path: 'knowledge/team_x', cwd: '/' }))).message).toMatch(/scope directory/);
-    expect((await errOf(client.read({ path: 'knowledge/account/x', cwd: '/', offset: -1 }))).code).toBe('invalid_argument');
+    expect((await errOf(client.read('knowledge/../etc/passwd', { cwd: '/' }))).code).toBe('invalid_argument');
+    expect((await errOf(client.read('knowledge/team_x', { cwd: '/' }))).message).toMatch(/scope directory/);
+    expect((await errOf(client.read('knowledge/account/x', { cwd: '/', offset: -1 }))).code).toBe('invalid_argument');
+    expect(backend.calls).toEqual([]);
+    const negative = await handleControlRequest(backend, 'POST', '/read', { path: 'knowledge/account/x', cwd: '/', offset: -1 });
+    expect(negative).toEqual({ status: 400, body: { ok: false, error: { code: 'invalid_argument', message: 'offset must be an integer ≥ 0' } } });
     expect(backend.calls).toEqual([]);
     const r = await handleControlRequest(backend, 'POST', '/read', 'nope');
     expect(r).toEqual({ status: 400, body: { ok: false, error: { code: 'invalid_argument', message: 'request body must be a JSON object' } } });
@@ -189,9 +155,10 @@ describe('control socket', () => {
   });
 
   it('serves manifest, reminder and status', async () => {
-    expect(await client.manifest()).toEqual({ ok: true, text: 'MANIFEST\n', sha256: sha(Buffer.from('MANIFEST\n')) });
-    expect(await client.reminder()).toMatchObject({ ok: true, text: 'REMINDER\n', changed: ['a/b'] });
-    expect(await client.status()).toMatchObject({ ok: true, sessionId: 's1' });
+    expect(await client.manifest()).toEqual({ text: 'MANIFEST\n', sha256: sha(Buffer.from('MANIFEST\n')) });
+    backend.pendingChanged = ['a/b'];
+    expect(await client.reminder()).toEqual({ text: "Today's date is 2025-01-01.\nChanged since you read them: a/b\n", date: '2025-01-01', changed: ['a/b'], deleted: [] });
+    expect(await client.status()).toEqual({ mountpoint: MNT, sessionId: 's1', planVersion: 'v', files: 2, scopes: ['account'], prefetch: { done: 0, total: 0 } });
   });
 
   it('hides internal errors behind a generic message and logs them', async () => {
@@ -201,27 +168,6 @@ describe('control socket', () => {
     expect(r.status).toBe(500);
     expect(JSON.stringify(r.body)).not.toContain('boom');
     expect(lines.join('\n')).toContain('boom');
-  });
-});
-
-describe('socket client', () => {
-  it('says how to find the daemon when the socket is missing', async () => {
-    const err = await errOf(new SocketClient(join(dir, 'nope.sock')).manifest());
-    expect(err.code).toBe('unavailable');
-    expect(err.message).toBe(`no knowledgefs mount daemon at ${join(dir, 'nope.sock')}: is \`knowledgefs mount\` running? set --socket or KNOWLEDGEFS_SOCKET`);
-  });
-
-  it('times out on a daemon that never answers', async () => {
-    const p = join(dir, 'hang.sock');
-    const srv = createServer(() => { /* accept, never answer */ });
-    await new Promise<void>((r) => srv.listen(p, r));
-    try {
-      const err = await errOf(new SocketClient(p, { timeoutMs: 300 }).status());
-      expect(err.code).toBe('unavailable');
-      expect(err.message).toMatch(/did not answer/);
-    } finally {
-      srv.close();
-    }
   });
 });
 

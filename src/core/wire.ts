@@ -156,6 +156,8 @@ export interface LocalReadResult {
   readonly truncated: boolean;
   /** Total length in characters. */
   readonly totalChars: number;
+  /** True when this read mounted the file's team (it was not mounted before). */
+  readonly mounted: boolean;
 }
 
 export interface DaemonStatus {

@@ -135,6 +135,7 @@ export async function localRead(backend: ReadToolBackend, req: LocalReadRequest,
     offset,
     truncated: shownEnd < totalChars,
     totalChars,
+    mounted: response.mounted,
   };
 }
 

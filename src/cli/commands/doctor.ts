@@ -11,13 +11,14 @@ import { Option, type Command } from 'commander';
 import { readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { resolve } from 'node:path';
+import { DaemonUnreachableError } from '../../client/errors.js';
+import { KnowledgeClient } from '../../client/knowledge-client.js';
 import { isKnowledgeError } from '../../core/errors.js';
 import { defaultSocketPath } from '../../core/socket-path.js';
 import { parseDuration } from '../../core/units.js';
 import type { CliContext } from '../context.js';
 import type { CommandResult } from '../main.js';
 import { optionParser } from '../option-parser.js';
-import { SocketClient } from '../socket-client.js';
 import {
   checkDevFuse,
   checkFusermount,
@@ -56,16 +57,19 @@ async function readToken(o: DoctorOptions, env: NodeJS.ProcessEnv): Promise<{ to
 
 async function checkDaemon(socketPath: string, timeoutMs: number): Promise<CheckResult> {
   const name = 'mount daemon';
+  const client = new KnowledgeClient({ socketPath, timeoutMs });
   try {
-    const s = await new SocketClient(socketPath, { timeoutMs }).status();
+    const s = await client.status();
     const prefetch = s.prefetch.total > 0 ? `, prefetched ${s.prefetch.done}/${s.prefetch.total}` : '';
     return { name, status: 'ok', detail: `${socketPath}: ${s.mountpoint} mounted, ${s.files} files in ${s.scopes.join(', ')}${prefetch}` };
   } catch (err) {
     const message = isKnowledgeError(err) ? err.message : String(err);
-    if (/no knowledgefs mount daemon/.test(message)) {
+    if (err instanceof DaemonUnreachableError && err.reason === 'no_daemon') {
       return { name, status: 'skip', detail: `no daemon on ${socketPath} (expected before \`knowledgefs mount\`; elsewhere set --socket or KNOWLEDGEFS_SOCKET)` };
     }
     return { name, status: 'FAIL', detail: message, fix: 'run doctor as the user that started `knowledgefs mount`, or restart the daemon' };
+  } finally {
+    client.close();
   }
 }
 

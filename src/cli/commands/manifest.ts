@@ -9,7 +9,7 @@ import { errorCodeOf, isKnowledgeError } from '../../core/errors.js';
 import type { CliContext } from '../context.js';
 import { EXIT, EXIT_FOR_CODE } from '../exit-codes.js';
 import type { CommandResult } from '../main.js';
-import { SocketClient } from '../socket-client.js';
+import { KnowledgeClient } from '../../client/knowledge-client.js';
 import { resolveSocketPath, writeJsonError } from './socket-command.js';
 
 interface SocketOptions {
@@ -21,10 +21,9 @@ async function run<T extends { text: string }>(
   ctx: CliContext,
   result: CommandResult,
   opts: SocketOptions,
-  fetch: (client: SocketClient) => Promise<T>,
-  toJson: (value: T) => unknown,
+  fetch: (client: KnowledgeClient) => Promise<T>,
 ): Promise<void> {
-  const client = new SocketClient(resolveSocketPath(opts.socket, ctx));
+  const client = new KnowledgeClient({ socketPath: resolveSocketPath(opts.socket, ctx) });
   let value: T;
   try {
     value = await fetch(client);
@@ -35,8 +34,10 @@ async function run<T extends { text: string }>(
       return;
     }
     throw err;
+  } finally {
+    client.close();
   }
-  ctx.stdout.write(opts.json ? `${JSON.stringify(toJson(value))}\n` : value.text);
+  ctx.stdout.write(opts.json ? `${JSON.stringify({ ok: true, ...value })}\n` : value.text);
   result.code = EXIT.ok;
 }
 
@@ -54,7 +55,7 @@ Examples:
   knowledgefs manifest --json        # key a prompt cache on .sha256`,
     )
     .action(async (opts: SocketOptions) => {
-      await run(ctx, result, opts, (c) => c.manifest(), (m) => ({ ok: true, text: m.text, sha256: m.sha256 }));
+      await run(ctx, result, opts, (c) => c.manifest());
     });
 }
 
@@ -72,6 +73,6 @@ Examples:
   knowledgefs reminder --socket /run/knowledgefs/control.sock --json`,
     )
     .action(async (opts: SocketOptions) => {
-      await run(ctx, result, opts, (c) => c.reminder(), (r) => ({ ok: true, text: r.text, date: r.date, changed: r.changed, deleted: r.deleted }));
+      await run(ctx, result, opts, (c) => c.reminder());
     });
 }

@@ -8,12 +8,11 @@
 
 import type { Command } from 'commander';
 import { errorCodeOf, isKnowledgeError } from '../../core/errors.js';
-import { READ_OUTPUT_CAP, type LocalReadResult } from '../../core/wire.js';
+import { KnowledgeClient, READ_OUTPUT_CAP, type ReadResult } from '../../client/knowledge-client.js';
 import type { CliContext } from '../context.js';
 import { EXIT, EXIT_FOR_CODE } from '../exit-codes.js';
 import type { CommandResult } from '../main.js';
 import { optionParser } from '../option-parser.js';
-import { SocketClient } from '../socket-client.js';
 import { parseCount, resolveSocketPath, shellQuote, writeJsonError } from './socket-command.js';
 
 interface ReadOptions {
@@ -23,8 +22,8 @@ interface ReadOptions {
   json?: boolean;
 }
 
-function truncationLine(typed: string, res: LocalReadResult, limit: number | undefined): string {
-  const next = res.offset + [...res.content].length;
+function truncationLine(typed: string, res: ReadResult, limit: number | undefined): string {
+  const next = res.nextOffset ?? res.totalChars;
   const limitFlag = limit === undefined ? '' : ` --limit ${limit}`;
   return `… truncated at character ${next} of ${res.totalChars}; continue with: knowledgefs read ${shellQuote(typed)} --offset ${next}${limitFlag}\n`;
 }
@@ -37,7 +36,7 @@ export function registerRead(program: Command, ctx: CliContext, result: CommandR
     .option('--socket <path>', 'the mount daemon\'s control socket (default: $KNOWLEDGEFS_SOCKET or the standard path)')
     .option('--offset <n>', 'characters to skip before printing', optionParser((t) => parseCount(t, 0)))
     .option('--limit <n>', `characters to print at most (1..${READ_OUTPUT_CAP}, default ${READ_OUTPUT_CAP})`, optionParser((t) => parseCount(t, 1, READ_OUTPUT_CAP)))
-    .option('--json', 'print {"ok", path, content, sha256, size, offset, truncated} or {"ok": false, "error"}')
+    .option('--json', 'print {"ok", path, content, sha256, size, offset, totalChars, truncated, nextOffset, mounted} or {"ok": false, "error"}')
     .addHelpText(
       'after',
       `
@@ -50,12 +49,10 @@ Examples:
   knowledgefs read knowledge/account/policies/on-call.md --offset 100000`,
     )
     .action(async (path: string, opts: ReadOptions) => {
-      const client = new SocketClient(resolveSocketPath(opts.socket, ctx));
-      let res: LocalReadResult;
+      const client = new KnowledgeClient({ socketPath: resolveSocketPath(opts.socket, ctx), cwd: ctx.cwd });
+      let res: ReadResult;
       try {
-        res = await client.read({
-          path,
-          cwd: ctx.cwd,
+        res = await client.read(path, {
           ...(opts.offset === undefined ? {} : { offset: opts.offset }),
           ...(opts.limit === undefined ? {} : { limit: opts.limit }),
         });
@@ -67,9 +64,11 @@ Examples:
           return;
         }
         throw err;
+      } finally {
+        client.close();
       }
       if (opts.json) {
-        ctx.stdout.write(`${JSON.stringify(res)}\n`);
+        ctx.stdout.write(`${JSON.stringify({ ok: true, ...res })}\n`);
       } else {
         ctx.stdout.write(res.content);
         if (res.truncated) {

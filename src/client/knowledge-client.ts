@@ -1,0 +1,168 @@
+// KnowledgeClient: the read tool, the manifest and the reminder for agent
+// harnesses written in TypeScript/JavaScript, over the mount daemon's control
+// socket. The CLI (`knowledgefs read|manifest|reminder|doctor`) and the MCP
+// server (`knowledgefs mcp`) are built on it, so all three behave alike.
+//
+//   const kfs = new KnowledgeClient();                 // $KNOWLEDGEFS_SOCKET or the standard path
+//   const { content, truncated, nextOffset } = await kfs.read('knowledge/team_search/DUTY.md');
+//   const { text, sha256 } = await kfs.manifest();     // stable prompt prefix; cache on sha256
+//   const { text: tail } = await kfs.reminder();       // volatile tail, each change once
+//
+// The client decides nothing: every read gets a fresh decision from the
+// control plane through the daemon. It only rejects arguments that cannot be
+// right (a negative offset, an empty path) before they reach the daemon.
+// Failures are thrown as the classes in errors.ts; see isTemporary().
+
+import { tmpdir } from 'node:os';
+import { defaultSocketPath } from '../core/socket-path.js';
+import { READ_OUTPUT_CAP, type DaemonStatus, type LocalReadRequest, type LocalReadResult, type ManifestResponse, type ReminderResponse } from '../core/wire.js';
+import { InvalidArgumentError } from './errors.js';
+import { DEFAULT_TIMEOUT_MS, SocketTransport } from './socket-transport.js';
+
+export { READ_OUTPUT_CAP, type DaemonStatus };
+
+export interface KnowledgeClientOptions {
+  /** The mount daemon's control socket. Default: `$KNOWLEDGEFS_SOCKET`, else the path `knowledgefs mount` uses by default. */
+  readonly socketPath?: string;
+  /** Bound on each call, in milliseconds (default 60 000: a read that mounts a team fetches and refreshes the plan). */
+  readonly timeoutMs?: number;
+  /** Directory that relative paths are resolved from. Default: `process.cwd()` at each call. */
+  readonly cwd?: string;
+}
+
+export interface ReadOptions {
+  /** Characters to skip (default 0). */
+  readonly offset?: number;
+  /** Characters to return at most: 1..READ_OUTPUT_CAP (default READ_OUTPUT_CAP). */
+  readonly limit?: number;
+  /** Directory that a relative `path` is resolved from, for this call. */
+  readonly cwd?: string;
+}
+
+export interface ReadResult {
+  /** As `ls`/`find` print it from the directory holding the mount: `knowledge/…`. */
+  readonly path: string;
+  /** The characters from `offset`, at most `limit` of them. */
+  readonly content: string;
+  /** sha256 of the whole file's bytes, hex. */
+  readonly sha256: string;
+  /** The whole file's size in bytes. */
+  readonly size: number;
+  /** Characters skipped before `content`. */
+  readonly offset: number;
+  /** The whole file's length in characters (code points). */
+  readonly totalChars: number;
+  /** True when characters follow `content`. */
+  readonly truncated: boolean;
+  /** The `offset` that continues where `content` stops, or null when nothing follows. */
+  readonly nextOffset: number | null;
+  /** True when this read mounted the file's team: `ls` and `grep -r` see the team from now on. */
+  readonly mounted: boolean;
+}
+
+export interface Manifest {
+  /** Guidance and the DUTY.md of each advertised and mounted scope, exactly as `knowledgefs manifest` prints it. */
+  readonly text: string;
+  /** sha256 of `text`: changes only when a DUTY.md or the set of advertised/mounted teams does. */
+  readonly sha256: string;
+}
+
+export interface Reminder {
+  /** Today's date and the paths of read files that changed or vanished, as `knowledgefs reminder` prints it. */
+  readonly text: string;
+  /** YYYY-MM-DD. */
+  readonly date: string;
+  /** `<scope>/<path>` (e.g. `team_search/DUTY.md`) of read files whose bytes changed since read; each reported once. */
+  readonly changed: readonly string[];
+  /** `<scope>/<path>` of read files that are gone or can no longer be loaded; each reported once. */
+  readonly deleted: readonly string[];
+}
+
+function checkCount(name: string, value: unknown, min: number, max: number): number | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min || value > max) {
+    throw new InvalidArgumentError(`${name} must be a whole number in ${min}..${max === Number.MAX_SAFE_INTEGER ? '' : max} (got ${String(value)})`);
+  }
+  return value;
+}
+
+function checkPath(path: unknown): string {
+  if (typeof path !== 'string' || path === '') throw new InvalidArgumentError('path must be a non-empty string, e.g. knowledge/account/DUTY.md');
+  if (path.includes('\0')) throw new InvalidArgumentError(`${JSON.stringify(path)}: NUL character in path`);
+  return path;
+}
+
+/** Number of code points in `text` (what offsets and limits count). */
+function charCount(text: string): number {
+  let n = 0;
+  for (const _ of text) n++;
+  return n;
+}
+
+export class KnowledgeClient {
+  readonly socketPath: string;
+  private readonly transport: SocketTransport;
+  private readonly cwd: string | undefined;
+
+  constructor(options: KnowledgeClientOptions = {}) {
+    this.socketPath = options.socketPath !== undefined && options.socketPath !== ''
+      ? options.socketPath
+      : defaultSocketPath(process.env, process.getuid?.() ?? -1, tmpdir());
+    const timeoutMs = checkCount('timeoutMs', options.timeoutMs, 1, 2 ** 31 - 1) ?? DEFAULT_TIMEOUT_MS;
+    this.transport = new SocketTransport(this.socketPath, timeoutMs);
+    this.cwd = options.cwd;
+  }
+
+  /**
+   * The read tool: the file's text, decided afresh by the control plane. A
+   * file of an eligible team that is not on disk is loaded and its team
+   * mounted (`mounted: true`). Throws NotFoundError (also for a team a
+   * personal session may not see), DeniedError (team sessions, with
+   * guidance), InvalidArgumentError, UnavailableError, IntegrityError.
+   */
+  async read(path: string, options: ReadOptions = {}): Promise<ReadResult> {
+    const offset = checkCount('offset', options.offset, 0, Number.MAX_SAFE_INTEGER);
+    const limit = checkCount('limit', options.limit, 1, READ_OUTPUT_CAP);
+    const req: LocalReadRequest = {
+      path: checkPath(path),
+      cwd: options.cwd ?? this.cwd ?? process.cwd(),
+      ...(offset === undefined ? {} : { offset }),
+      ...(limit === undefined ? {} : { limit }),
+    };
+    const res = (await this.transport.call('POST', '/read', req)) as LocalReadResult;
+    return {
+      path: res.path,
+      content: res.content,
+      sha256: res.sha256,
+      size: res.size,
+      offset: res.offset,
+      totalChars: res.totalChars,
+      truncated: res.truncated,
+      nextOffset: res.truncated ? res.offset + charCount(res.content) : null,
+      mounted: res.mounted === true,
+    };
+  }
+
+  /** The stable prompt prefix, byte-identical to `knowledgefs manifest`. */
+  async manifest(): Promise<Manifest> {
+    const res = (await this.transport.call('GET', '/manifest')) as ManifestResponse;
+    return { text: res.text, sha256: res.sha256 };
+  }
+
+  /** The volatile tail. Reports each change once: a second call does not repeat it. */
+  async reminder(): Promise<Reminder> {
+    const res = (await this.transport.call('GET', '/reminder')) as ReminderResponse;
+    return { text: res.text, date: res.date, changed: res.changed, deleted: res.deleted };
+  }
+
+  /** The daemon's mount point, plan version, file count and prefetch progress. */
+  async status(): Promise<DaemonStatus> {
+    const { ok: _ok, ...status } = (await this.transport.call('GET', '/status')) as DaemonStatus & { ok: true };
+    return status;
+  }
+
+  /** Closes the kept-alive connection to the daemon (idle connections never keep a process alive). */
+  close(): void {
+    this.transport.close();
+  }
+}
