@@ -21,6 +21,7 @@
 
 import { watch as fsWatch, type FSWatcher } from 'node:fs';
 import { basename } from 'node:path';
+import { escapeForLog } from '../core/escape-for-log.js';
 import { ACCOUNT_SCOPE, isValidTeamId, teamScope, type ScopeName } from '../core/scope.js';
 import { scopeDir, type ScanObserver } from './dir-pack-store.js';
 
@@ -146,13 +147,14 @@ export class DataWatch implements ScanObserver {
       watcher = this.watch(dir, (_event, name) => this.event(dir, scope, name));
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code;
-      // Gone, not a directory or not readable: the listing that follows finds
-      // nothing either, and the parent's watch sees it come back or change mode.
-      if (code === 'ENOENT' || code === 'ENOTDIR' || code === 'EACCES' || code === 'EPERM') return;
-      this.fail(`cannot watch ${dir}: ${describe(err)}`);
+      // Gone, not a directory, not readable or past PATH_MAX: the listing that
+      // follows finds nothing either (and logs why), and the parent's watch
+      // sees it come back or change.
+      if (code === 'ENOENT' || code === 'ENOTDIR' || code === 'EACCES' || code === 'EPERM' || code === 'ENAMETOOLONG') return;
+      this.fail(`cannot watch ${escapeForLog(dir)}: ${describe(err)}`);
       return;
     }
-    watcher.on('error', (err: unknown) => this.fail(`watch of ${dir} failed: ${describe(err)}`));
+    watcher.on('error', (err: unknown) => this.fail(`watch of ${escapeForLog(dir)} failed: ${describe(err)}`));
     // Closed after the new one is placed: on the same directory both share one inotify watch, so no event falls between.
     old?.watcher.close();
     if (group === undefined) {
@@ -217,5 +219,5 @@ function describe(err: unknown): string {
   const code = (err as NodeJS.ErrnoException).code;
   if (code === 'ENOSPC') return 'the inotify watch limit is reached (sysctl fs.inotify.max_user_watches)';
   if (code === 'EMFILE') return 'the inotify instance limit is reached (sysctl fs.inotify.max_user_instances)';
-  return err instanceof Error ? err.message : String(err);
+  return escapeForLog(err instanceof Error ? err.message : String(err));
 }

@@ -22,9 +22,10 @@
 // placed then misses nothing the listing did not already see.
 
 import { createHash } from 'node:crypto';
-import { closeSync, constants, fstatSync, lstatSync, openSync, readdirSync, readFileSync, realpathSync, type Dirent } from 'node:fs';
+import { closeSync, constants, fstatSync, lstatSync, openSync, readdirSync, readFileSync, realpathSync, type Dirent, type Stats } from 'node:fs';
 import { open, readFile, realpath } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
+import { escapeForLog } from '../core/escape-for-log.js';
 import { MAX_PATH_BYTES, packPathProblem, segmentProblem } from '../core/paths.js';
 import { snapshotScope, type PlanFile, type ScopeSnapshot } from '../core/plan.js';
 import { ACCOUNT_SCOPE, compareScopes, isValidTeamId, parseScope, teamScope, type ScopeName } from '../core/scope.js';
@@ -57,6 +58,9 @@ interface ScopeIndex {
   readonly snapshot: ScopeSnapshot;
   readonly byPath: ReadonlyMap<string, IndexEntry>;
 }
+
+/** A listed entry: a directory to walk, a servable file's stat, or skipped. */
+type SeenEntry = 'dir' | 'skip' | Stats;
 
 /** Files up to this size are hashed synchronously inside a slice. */
 const SYNC_HASH_BYTES = 256 * 1024;
@@ -135,7 +139,17 @@ export class DirPackStore implements PackStore {
   }
 
   private skip(abs: string, why: string): void {
-    this.logOnce(`${abs}\0${why}`, `skipping ${abs}: ${why}`);
+    this.logOnce(`${abs}\0${why}`, `skipping ${escapeForLog(abs)}: ${why}`);
+  }
+
+  /** lstat, or undefined when missing or unreadable (logged once). */
+  private lstatOrSkip(path: string): Stats | undefined {
+    try {
+      return lstatSync(path, { throwIfNoEntry: false });
+    } catch (err) {
+      this.skip(path, `cannot be read (${(err as NodeJS.ErrnoException).code ?? String(err)})`);
+      return undefined;
+    }
   }
 
   private listDir(dir: string): Dirent<Buffer>[] | null {
@@ -153,10 +167,17 @@ export class DirPackStore implements PackStore {
     const roots: { scope: ScopeName; dir: string }[] = [];
     this.options.observer?.listing(this.root, null);
     const account = join(this.root, 'account');
-    const accountStat = lstatSync(account, { throwIfNoEntry: false });
+    const accountStat = this.lstatOrSkip(account);
     if (accountStat?.isDirectory()) roots.push({ scope: ACCOUNT_SCOPE, dir: account });
     else if (accountStat) this.skip(account, 'not a directory (symlinks are not followed)');
     const teamsDir = join(this.root, 'teams');
+    const teamsStat = this.lstatOrSkip(teamsDir);
+    if (teamsStat === undefined) return roots;
+    if (!teamsStat.isDirectory()) {
+      // Reads never follow it either: a symlinked teams/ would list another tree's files that no read can serve.
+      this.skip(teamsDir, teamsStat.isSymbolicLink() ? 'symlink (not followed): no team packs are served' : 'not a directory: no team packs are served');
+      return roots;
+    }
     this.options.observer?.listing(teamsDir, null);
     for (const entry of this.listDir(teamsDir) ?? []) {
       const name = this.decodeName(teamsDir, entry.name);
@@ -179,7 +200,7 @@ export class DirPackStore implements PackStore {
     try {
       return utf8.decode(raw);
     } catch {
-      this.skip(JSON.stringify(join(parent, raw.toString('latin1'))).slice(1, -1), 'name is not valid UTF-8');
+      this.skip(join(parent, raw.toString('latin1')), 'name is not valid UTF-8');
       return null;
     }
   }
@@ -227,37 +248,22 @@ export class DirPackStore implements PackStore {
         if (name === null) continue;
         const abs = `${d.abs}/${name}`;
         const rel = d.rel === '' ? name : `${d.rel}/${name}`;
-        // Segments above were checked already: only this name and the total length are new.
-        const problem = segmentProblem(name) ?? (rel.length * 3 > MAX_PATH_BYTES ? packPathProblem(rel) : null);
-        if (problem !== null) {
-          this.skip(JSON.stringify(abs).slice(1, -1), problem);
+        let seen: SeenEntry;
+        try {
+          seen = this.visit(entry, name, abs, rel);
+        } catch (err) {
+          // One entry's error (ENAMETOOLONG past PATH_MAX, EACCES, EIO…) skips that entry, never the pack.
+          this.skip(abs, `cannot be read (${(err as NodeJS.ErrnoException).code ?? String(err)})`);
           continue;
         }
-        if (entry.isSymbolicLink()) {
-          this.skip(abs, 'symlink (not followed)');
-          continue;
-        }
-        if (entry.isDirectory()) {
+        if (seen === 'skip') continue;
+        if (seen === 'dir') {
           stack.push({ abs, rel });
           continue;
         }
-        if (!entry.isFile()) {
-          this.skip(abs, 'not a regular file');
-          continue;
-        }
-        const st = lstatSync(abs, { throwIfNoEntry: false });
-        if (st === undefined) continue; // vanished since the listing
-        if (!st.isFile()) {
-          this.skip(abs, st.isSymbolicLink() ? 'symlink (not followed)' : 'not a regular file');
-          continue;
-        }
-        if (st.size > this.options.maxFileSize) {
-          this.skip(abs, `larger than --max-file-size (${st.size} > ${this.options.maxFileSize} bytes)`);
-          continue;
-        }
         const previous = old?.byPath.get(rel);
-        if (previous === undefined || previous.fp === null || !sameFingerprint(previous.fp, st)) {
-          toHash.push({ abs, rel, st, size: st.size, mtimeMs: Math.floor(st.mtimeMs) });
+        if (previous === undefined || previous.fp === null || !sameFingerprint(previous.fp, seen)) {
+          toHash.push({ abs, rel, st: seen, size: seen.size, mtimeMs: Math.floor(seen.mtimeMs) });
           dirty = true;
           continue;
         }
@@ -274,6 +280,33 @@ export class DirPackStore implements PackStore {
     observer?.packScanned(scope, listed, tops.map((rel) => (rel === '' ? dir : `${dir}/${rel}`)));
     if (!dirty && old !== undefined && reused === old.snapshot.files.length) return null;
     return indexOf(scope, entries);
+  }
+
+  /** What one listed entry is: a directory to walk, a servable file's stat, or skipped (logged once). May throw. */
+  private visit(entry: Dirent<Buffer>, name: string, abs: string, rel: string): SeenEntry {
+    // Segments above were checked already: only this name and the total length are new.
+    const problem = segmentProblem(name) ?? (rel.length * 3 > MAX_PATH_BYTES ? packPathProblem(rel) : null);
+    if (problem !== null) return this.skipped(abs, problem);
+    if (entry.isSymbolicLink()) return this.skipped(abs, 'symlink (not followed)');
+    if (entry.isDirectory()) return 'dir';
+    if (!entry.isFile()) return this.skipped(abs, 'not a regular file');
+    const st = lstatSync(abs, { throwIfNoEntry: false });
+    if (st === undefined) return 'skip'; // vanished since the listing
+    if (!st.isFile()) return this.skipped(abs, st.isSymbolicLink() ? 'symlink (not followed)' : 'not a regular file');
+    if (st.size > this.options.maxFileSize) {
+      return this.skipped(abs, `larger than --max-file-size (${st.size} > ${this.options.maxFileSize} bytes)`);
+    }
+    if (st.nlink > 1) {
+      // Served like any file (its content is what is in the pack), but a hard
+      // link may share bytes with a file outside the pack: say so once.
+      this.logOnce(`${abs}\0nlink`, `serving ${escapeForLog(abs)}: a hard link (${st.nlink} names share its content, possibly outside the pack)`);
+    }
+    return st;
+  }
+
+  private skipped(abs: string, why: string): 'skip' {
+    this.skip(abs, why);
+    return 'skip';
   }
 
   /**
