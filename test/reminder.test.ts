@@ -74,3 +74,17 @@ describe('buildReminder', () => {
     expect(isValidDate('2024-02-29')).toBe(true);
   });
 });
+
+describe('a file whose state cannot be told now (membership outage)', () => {
+  it('keeps its entry and is not mentioned', () => {
+    const r = buildReminder({
+      date: '2025-01-02',
+      readSet: [{ path: 'team_a/x.md', sha256: 'a' }, { path: 'account/y.md', sha256: 'b' }],
+      current: (p) => (p.startsWith('team_a/') ? undefined : 'c'),
+    });
+    expect(r.deleted).toEqual([]);
+    expect(r.changed).toEqual(['account/y.md']);
+    expect(r.text).not.toContain('team_a');
+    expect(r.nextReadSet).toEqual([{ path: 'team_a/x.md', sha256: 'a' }, { path: 'account/y.md', sha256: 'c' }]);
+  });
+});

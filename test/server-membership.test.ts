@@ -5,7 +5,7 @@
 
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { Plan } from '../src/core/plan.js';
-import { makeDataDir, removeDataDir } from './helpers/data-dir.js';
+import { makeDataDir, removeDataDir, writeDataFile } from './helpers/data-dir.js';
 import { startControlPlane, type TestControlPlane } from './helpers/control-plane.js';
 import { GARBAGE_BODIES, startFaultMembership, type FaultMembership, type MembershipMode } from './helpers/fault-membership.js';
 
@@ -107,5 +107,39 @@ describe('HTTP membership source', () => {
     const res = await create('alice');
     expect(res.status).toBe(503);
     expect(await res.json()).toMatchObject({ error: { code: 'membership_unavailable' } });
+  });
+});
+
+describe('a membership outage and the read set', () => {
+  const reminder = async (token: string) =>
+    (await (await fetch(`${cp.url}/v1/reminder?today=2025-01-02`, { headers: auth(token) })).json()) as { changed: string[]; deleted: string[]; text: string };
+
+  it.each(failures.slice(0, 4))('service %s: a read file is not reported deleted nor dropped; a real edit is reported once it is back', async (_name, mode) => {
+    const s = await cp.createSession({ kind: 'personal', creator: 'alice', team: 'payments' });
+    const read = await fetch(`${cp.url}/v1/read`, { method: 'POST', headers: auth(s.token), body: JSON.stringify({ path: 'team_search/DUTY.md', mount: true }) });
+    expect(read.status).toBe(200);
+    await members.setMode(mode);
+    const during = await reminder(s.token);
+    expect(during.deleted).toEqual([]);
+    expect(during.changed).toEqual([]);
+    expect(during.text).not.toContain('team_search');
+    await members.setMode({ kind: 'ok' });
+    expect(await reminder(s.token)).toMatchObject({ changed: [], deleted: [] });
+    await writeDataFile(dir, 'teams/search/DUTY.md', `# Search, edited during ${_name}\n`);
+    await cp.rescan();
+    const after = await reminder(s.token);
+    expect(after.changed).toEqual(['team_search/DUTY.md']);
+    expect(after.text).toContain('knowledge/team_search/DUTY.md');
+  });
+
+  it('a real revocation (no longer a member) is still reported as can no longer be loaded', async () => {
+    const s = await cp.createSession({ kind: 'personal', creator: 'alice', team: 'payments' });
+    expect((await fetch(`${cp.url}/v1/read`, { method: 'POST', headers: auth(s.token), body: JSON.stringify({ path: 'team_search/DUTY.md', mount: true }) })).status).toBe(200);
+    members.setTeams('alice', ['payments']);
+    try {
+      expect((await reminder(s.token)).deleted).toEqual(['team_search/DUTY.md']);
+    } finally {
+      members.setTeams('alice', ['payments', 'search']);
+    }
   });
 });

@@ -7,6 +7,12 @@
 // leaves the set. Files the agent never read are not in the read set, so new
 // files never show up here, and neither does anything a denied read touched
 // (denied reads never enter the read set).
+//
+// A file whose state cannot be told now (the membership service is down, so
+// whether its scope is still loadable is unknown) is neither changed nor
+// deleted: it keeps its entry unchanged and is not mentioned, so a real
+// change is still reported once the service is back. An outage is not a
+// denial and not a deletion.
 
 import { KnowledgeError } from './errors.js';
 
@@ -20,8 +26,8 @@ export interface ReminderInput {
   /** YYYY-MM-DD. */
   readonly date: string;
   readonly readSet: readonly ReadSetEntry[];
-  /** The file's sha256 now; null when it is gone or no longer loadable. */
-  readonly current: (path: string) => string | null;
+  /** The file's sha256 now; null when it is gone or no longer loadable; undefined when that cannot be told now. */
+  readonly current: (path: string) => string | null | undefined;
 }
 
 export interface Reminder {
@@ -46,11 +52,7 @@ function display(path: string): string {
   return `knowledge/${path}`;
 }
 
-export function buildReminder(input: {
-  date: string;
-  readSet: { path: string; sha256: string }[];
-  current: (path: string) => string | null;
-}): { text: string; changed: string[]; deleted: string[]; nextReadSet: { path: string; sha256: string }[] } {
+export function buildReminder(input: ReminderInput): Reminder {
   if (!isValidDate(input.date)) {
     throw new KnowledgeError('invalid_argument', `invalid date "${input.date}" (expected YYYY-MM-DD)`);
   }
@@ -64,7 +66,9 @@ export function buildReminder(input: {
     if (seen.has(entry.path)) continue;
     seen.add(entry.path);
     const now = input.current(entry.path);
-    if (now === null) {
+    if (now === undefined) {
+      nextReadSet.push({ path: entry.path, sha256: entry.sha256 });
+    } else if (now === null) {
       deleted.push(entry.path);
     } else if (now !== entry.sha256) {
       changed.push(entry.path);

@@ -2,9 +2,13 @@
 // (embedded default) or an external HTTP service (`--membership-url`).
 //
 // HTTP contract: GET <url>/users/<user>/teams → 200 {"teams": ["<id>", ...]};
-// 404 = unknown user; any other status, a bad body or a timeout = error, which
-// CanLoadScope turns into a deny for other teams (fail closed). Never cached
-// here: the control plane asks once per request (see createScopeEvaluator).
+// 404 = unknown user; any other status, a bad body, a body over
+// MAX_MEMBERSHIP_BODY_BYTES or a timeout = error, which CanLoadScope turns
+// into a deny for other teams (fail closed). The status is looked at before
+// the body: a body is only read for a 200, and never more than the cap (a
+// service answering hundreds of megabytes cannot grow the control plane).
+// Never cached here: the control plane asks once per request (see
+// createScopeEvaluator).
 
 import { request } from 'undici';
 import { performance } from 'node:perf_hooks';
@@ -26,6 +30,32 @@ export function directoryMembership(source: DirectorySource): MembershipSource {
   };
 }
 
+/** A user's teams fit in far less; anything bigger is treated as a failure. */
+export const MAX_MEMBERSHIP_BODY_BYTES = 1024 * 1024;
+
+type Body = AsyncIterable<Buffer> & { destroy(): unknown; on(event: 'error', listener: () => void): unknown };
+
+/** Stops reading `body`; the request's timeout firing later must not surface as an unhandled error. */
+function discard(body: Body): void {
+  body.on('error', () => undefined);
+  body.destroy();
+}
+
+/** The body as text, or null once it passes `cap` bytes (the rest is not read). */
+async function readCapped(body: Body, cap: number): Promise<string | null> {
+  const chunks: Buffer[] = [];
+  let total = 0;
+  for await (const chunk of body) {
+    total += chunk.length;
+    if (total > cap) {
+      discard(body);
+      return null;
+    }
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}
+
 export function httpMembership(baseUrl: string, timeoutMs: number): MembershipSource {
   return {
     async teamsOf(user) {
@@ -33,9 +63,18 @@ export function httpMembership(baseUrl: string, timeoutMs: number): MembershipSo
       const signal = AbortSignal.timeout(timeoutMs);
       try {
         const res = await request(url, { method: 'GET', signal, headers: { accept: 'application/json' } });
-        const text = await res.body.text();
-        if (res.statusCode === 404) return { status: 'unknown-user' };
-        if (res.statusCode !== 200) return { status: 'error', error: `membership service answered HTTP ${res.statusCode}` };
+        if (res.statusCode !== 200) {
+          discard(res.body);
+          if (res.statusCode === 404) return { status: 'unknown-user' };
+          return { status: 'error', error: `membership service answered HTTP ${res.statusCode}` };
+        }
+        const tooLarge = { status: 'error', error: `membership service answered more than ${MAX_MEMBERSHIP_BODY_BYTES} bytes` } as const;
+        if (Number(res.headers['content-length'] ?? 0) > MAX_MEMBERSHIP_BODY_BYTES) {
+          discard(res.body);
+          return tooLarge;
+        }
+        const text = await readCapped(res.body, MAX_MEMBERSHIP_BODY_BYTES);
+        if (text === null) return tooLarge;
         let body: unknown;
         try {
           body = JSON.parse(text);

@@ -132,10 +132,13 @@ export async function reminderRoute(ctx: RouteContext, session: SessionRecord, r
   }
   const date = today ?? new Date(ctx.options.now()).toISOString().slice(0, 10);
   const { decide } = decider(ctx, session);
-  const loadable = new Map<string, boolean>();
+  // Per scope: loadable, not loadable, or unknown (the membership source failed: an outage, not a denial).
+  const loadable = new Map<string, boolean | 'unknown'>();
   for (const entry of session.readSet) {
     const scope = entry.path.slice(0, entry.path.indexOf('/'));
-    if (!loadable.has(scope)) loadable.set(scope, (await decide(scope, 'reminder')).allowed);
+    if (loadable.has(scope)) continue;
+    const decision = await decide(scope, 'reminder');
+    loadable.set(scope, decision.allowed ? true : decision.rule === 'membership-unavailable' ? 'unknown' : false);
   }
   const reminder = buildReminder({
     date,
@@ -143,7 +146,9 @@ export async function reminderRoute(ctx: RouteContext, session: SessionRecord, r
     current: (p) => {
       const slash = p.indexOf('/');
       const scope = p.slice(0, slash);
-      if (loadable.get(scope) !== true) return null;
+      const state = loadable.get(scope);
+      if (state === 'unknown') return undefined;
+      if (state !== true) return null;
       return findFile(ctx.store.snapshot(scope), p.slice(slash + 1))?.sha256 ?? null;
     },
   });

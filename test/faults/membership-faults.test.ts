@@ -30,6 +30,7 @@ const MODES: readonly [string, MembershipMode][] = [
   ['HTTP 403', { kind: 'status', status: 403 }],
   ...GARBAGE_BODIES.map((body): [string, MembershipMode] => [`garbage ${JSON.stringify(body)}`, { kind: 'garbage', body }]),
   ['unknown user (404)', { kind: 'not-found' }],
+  ['200 MB of whitespace before a valid answer', { kind: 'huge', bytes: 200 * 1024 * 1024 }],
 ];
 
 fuseSuite('membership source faults under a real mount', () => {

@@ -20,7 +20,9 @@ export type MembershipMode =
   /** 200 with a body that is not `{"teams": [string...]}`; `body` picks which. */
   | { readonly kind: 'garbage'; readonly body?: string }
   /** Every user is unknown. */
-  | { readonly kind: 'not-found' };
+  | { readonly kind: 'not-found' }
+  /** `bytes` of whitespace, then the correct answer, with `status` (default 200); `declare` sends a Content-Length. */
+  | { readonly kind: 'huge'; readonly bytes: number; readonly status?: number; readonly declare?: boolean };
 
 export interface FaultMembership {
   /** Base URL to pass as `--membership-url`, e.g. `http://127.0.0.1:PORT`. */
@@ -32,6 +34,8 @@ export interface FaultMembership {
   teamsOf(user: string): readonly string[] | undefined;
   /** Calls answered or attempted since the last reset, per user. */
   calls(user?: string): number;
+  /** Bytes of body the last 'huge' answer got out before the client stopped reading or it ended. */
+  hugeBytesSent(): number;
   resetCalls(): void;
   close(): Promise<void>;
 }
@@ -46,6 +50,21 @@ export const GARBAGE_BODIES = [
   '{"teams": ["payments"',
 ] as const;
 
+/** Writes `bytes` of spaces then `tail`, waiting for drain; stops when the client goes away. */
+async function streamWhitespace(res: ServerResponse, bytes: number, tail: Buffer, sent: (n: number) => void): Promise<void> {
+  const chunk = Buffer.alloc(64 * 1024, 0x20);
+  let closed = false;
+  res.on('close', () => { closed = true; });
+  res.on('error', () => { closed = true; });
+  for (let left = bytes; left > 0 && !closed; ) {
+    const piece = left >= chunk.length ? chunk : chunk.subarray(0, left);
+    left -= piece.length;
+    sent(piece.length);
+    if (!res.write(piece)) await new Promise((r) => { res.once('drain', r); res.once('close', r); });
+  }
+  if (!closed) res.end(tail);
+}
+
 export async function startFaultMembership(
   initial: Record<string, readonly string[]>,
   options: { port?: number } = {},
@@ -53,6 +72,7 @@ export async function startFaultMembership(
   const members = new Map<string, readonly string[]>(Object.entries(initial));
   const callsByUser = new Map<string, number>();
   let mode: MembershipMode = { kind: 'ok' };
+  let hugeSent = 0;
   const sockets = new Set<Socket>();
   const hung = new Set<ServerResponse>();
 
@@ -87,6 +107,15 @@ export async function startFaultMembership(
         return json(200, mode.body ?? GARBAGE_BODIES[0]);
       case 'not-found':
         return json(404, { error: 'unknown user' });
+      case 'huge': {
+        const tail = Buffer.from(JSON.stringify({ teams: members.get(user) ?? [] }));
+        const headers: Record<string, string | number> = { 'content-type': 'application/json' };
+        if (mode.declare === true) headers['content-length'] = mode.bytes + tail.length;
+        res.writeHead(mode.status ?? 200, headers);
+        hugeSent = 0;
+        void streamWhitespace(res, mode.bytes, tail, (n) => { hugeSent += n; });
+        return;
+      }
     }
   });
   server.on('connection', (s) => {
@@ -131,6 +160,9 @@ export async function startFaultMembership(
     },
     teamsOf(user) {
       return members.get(user);
+    },
+    hugeBytesSent() {
+      return hugeSent;
     },
     calls(user) {
       if (user !== undefined) return callsByUser.get(user) ?? 0;
