@@ -42,6 +42,8 @@ async function read(token: string, path: string, mount = true) {
   const res = await fetch(`${cp.url}/v1/read`, { method: 'POST', headers: auth(token), body: JSON.stringify({ path, mount }) });
   return { status: res.status, body: (await res.json()) as ReadResponse & { error?: { code: string; message: string } } };
 }
+/** The registry's own read set of a session (paths, in read order). */
+const readSetOf = (sessionId: string) => (cp.cp.registry.get(sessionId)?.readSet ?? []).map((e) => e.path);
 const getJson = async <T>(token: string, path: string): Promise<T> => (await (await fetch(`${cp.url}${path}`, { headers: auth(token) })).json()) as T;
 
 describe('POST /v1/read', () => {
@@ -73,6 +75,7 @@ describe('POST /v1/read', () => {
 
   it('denials: personal → 404 like a missing file; team session → 403 guidance; nothing recorded', async () => {
     const p = await cp.createSession({ kind: 'personal', creator: 'alice', team: 'payments' });
+    expect((await read(p.token, 'account/DUTY.md')).status).toBe(200);
     const denied = await read(p.token, 'team_storage/DUTY.md');
     const missing = await read(p.token, 'team_storage/DUTY.md'.replace('storage', 'nothere'));
     expect(denied.status).toBe(404);
@@ -85,10 +88,25 @@ describe('POST /v1/read', () => {
     expect(guided.body.error?.message).toMatch(/belongs to team "payments" and cannot load team "search"/);
     expect((await getJson<SessionView>(p.token, '/v1/session')).mounted).toEqual([]);
     expect((await getJson<SessionView>(t.token, '/v1/session')).mounted).toEqual([]);
-    // Denied reads never reach the read set: the reminder has nothing to say about them.
+    // Denied reads never reach the read set (only the allowed read does)…
+    expect(readSetOf(p.sessionId)).toEqual(['account/DUTY.md']);
+    expect(readSetOf(t.sessionId)).toEqual([]);
+    // …so the reminder has nothing to say about them, changed or deleted.
     await writeDataFile(dir, 'teams/storage/DUTY.md', '# Storage duty v2\n');
+    await writeDataFile(dir, 'teams/search/DUTY.md', '# Search duty v2\n');
     await cp.rescan();
-    expect((await getJson<ReminderResponse>(p.token, '/v1/reminder?today=2025-01-02')).changed).toEqual([]);
+    try {
+      for (const token of [p.token, t.token]) {
+        expect(await getJson<ReminderResponse>(token, '/v1/reminder?today=2025-01-02')).toMatchObject({ changed: [], deleted: [] });
+      }
+      await removeDataFile(dir, 'teams/storage/DUTY.md');
+      await cp.rescan();
+      expect(await getJson<ReminderResponse>(p.token, '/v1/reminder?today=2025-01-03')).toMatchObject({ changed: [], deleted: [] });
+    } finally {
+      await writeDataFile(dir, 'teams/storage/DUTY.md', '# Storage duty\n');
+      await writeDataFile(dir, 'teams/search/DUTY.md', '# Search duty\n');
+      await cp.rescan();
+    }
   });
 
   it('a mounted team whose membership is revoked leaves the plan and can no longer be read', async () => {

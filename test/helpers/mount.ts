@@ -7,8 +7,9 @@
 //   await m.stop();   // in afterAll/finally: SIGTERM, then fusermount -uz, always
 //
 // The mount point is `<fresh temp dir>/knowledge`, so `knowledge/…` paths
-// resolve from `m.dir`. The token goes through a 0600 token file, never
-// argv. Each mount gets its own --socket under its temp dir.
+// resolve from `m.dir`. The token goes through a 0600 token file (or, with
+// `tokenVia: 'env'`, $KNOWLEDGEFS_TOKEN), never argv. Each mount gets its
+// own --socket under its temp dir.
 //
 // FUSE missing: `fuseSuite` skips the suite, except with CI=true where it
 // fails instead (a CI machine without FUSE must not pass silently).
@@ -142,6 +143,8 @@ export async function forceUnmount(mountpoint: string): Promise<void> {
 export interface StartMountOptions {
   readonly serverUrl: string;
   readonly token: string;
+  /** How the daemon gets the token: a 0600 --token-file (default) or $KNOWLEDGEFS_TOKEN. */
+  readonly tokenVia?: 'file' | 'env';
   /** Extra `mount` flags, e.g. ['--grant-ttl', '0', '--sync-interval', '200ms']. */
   readonly args?: readonly string[];
   /** Default `<fresh temp dir>/knowledge`. */
@@ -183,12 +186,16 @@ export async function startMount(opts: StartMountOptions): Promise<MountHandle> 
   const mountpoint = opts.mountpoint ?? join(dir, 'knowledge');
   const privateDir = await mkdtemp(join(tmpdir(), 'kfs-mountctl-'));
   const socketPath = opts.socketPath ?? join(privateDir, 'control.sock');
+  const viaEnv = opts.tokenVia === 'env';
   const tokenFile = join(privateDir, 'token');
-  await writeFile(tokenFile, `${opts.token}\n`, { mode: 0o600 });
+  if (!viaEnv) await writeFile(tokenFile, `${opts.token}\n`, { mode: 0o600 });
 
-  const args = ['mount', mountpoint, '--server', opts.serverUrl, '--token-file', tokenFile, '--socket', socketPath, ...(opts.args ?? [])];
+  const tokenArgs = viaEnv ? [] : ['--token-file', tokenFile];
+  const args = ['mount', mountpoint, '--server', opts.serverUrl, ...tokenArgs, '--socket', socketPath, ...(opts.args ?? [])];
+  const env: NodeJS.ProcessEnv = { ...process.env, ...opts.env };
+  if (viaEnv) env.KNOWLEDGEFS_TOKEN = opts.token;
   const child = spawn(process.execPath, [BIN, ...args], {
-    env: { ...process.env, ...opts.env },
+    env,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';

@@ -255,6 +255,7 @@ describe('POST /v1/read with hostile paths and bodies', () => {
         ),
       },
     );
+    const succeeded = { personal: new Set<string>(), team: new Set<string>() };
     await fc.assert(
       fc.asyncProperty(body, fc.constantFrom('personal' as const, 'team' as const), async (json, who) => {
         current = who;
@@ -269,11 +270,19 @@ describe('POST /v1/read with hostile paths and bodies', () => {
           const r = JSON.parse(res.body.toString('utf8')) as { path: string; contentBase64: string; sha256: string };
           const bytes = Buffer.from(r.contentBase64, 'base64');
           expect(ALLOWED[who].has(r.path.split('/')[0] ?? ''), `read ${r.path}`).toBe(true);
-          expect(bytes.equals(data.files.get(r.path) ?? Buffer.alloc(0)), `read ${r.path}`).toBe(true);
+          const expected = data.files.get(r.path);
+          expect(expected, `read ${r.path}: 200 for a path that is no pack file`).toBeDefined();
+          expect(bytes.equals(expected ?? Buffer.alloc(0)), `read ${r.path}`).toBe(true);
+          succeeded[who].add(r.path);
         }
       }),
       { numRuns: RUNS },
     );
+    // The registry's read set holds successful reads only (a denied or missing path never enters it).
+    for (const [who, session] of [['personal', personal], ['team', team]] as const) {
+      const readSet = (cp.cp.registry.get(session.sessionId)?.readSet ?? []).map((e) => e.path);
+      expect(readSet.filter((path) => !succeeded[who].has(path)), `${who} read set`).toEqual([]);
+    }
     expect(deniedScopeTouched()).toEqual([]);
     const view = await get(personal.token, '/v1/session');
     const mounted = (JSON.parse(view.body.toString('utf8')) as { mounted: string[] }).mounted;

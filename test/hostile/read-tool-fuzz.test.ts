@@ -56,12 +56,14 @@ fuseSuite('read tool with hostile paths', () => {
   let cp: TestControlPlane;
   let mount: MountHandle;
   let token: string;
+  let sessionId: string;
 
   beforeAll(async () => {
     data = await makeHostileData();
     cp = await startControlPlane({ dataDir: data.dataDir });
     const session = await cp.createSession({ kind: 'personal', creator: 'alice', team: 'payments' });
     token = session.token;
+    sessionId = session.sessionId;
     mount = await startMount({ serverUrl: cp.url, token: session.token, args: ['--prefetch-threshold', '1', '--grant-ttl', '0', '--sync-interval', '200ms'] });
   });
 
@@ -127,6 +129,7 @@ fuseSuite('read tool with hostile paths', () => {
     const cwd = fc.constantFrom(mount.dir, mp, `${mp}/account`, `${mp}/team_payments/runbooks`, '/', data.dataDir, `${data.dataDir}/account`, 'relative/dir', '');
     const limits = fc.record({ offset: fc.option(fc.oneof(fc.nat(), fc.constantFrom(-1, 1e12, 0.5)), { nil: undefined }), limit: fc.option(fc.oneof(fc.nat(), fc.constantFrom(-5, 0, 1e9)), { nil: undefined }) });
     const tally = new Map<string, number>();
+    const succeeded = new Set<string>();
     await fc.assert(
       fc.asyncProperty(typed, cwd, limits, async (path, dirNow, { offset, limit }) => {
         const payload: Record<string, unknown> = { path, cwd: dirNow };
@@ -135,6 +138,7 @@ fuseSuite('read tool with hostile paths', () => {
         const answer = await post(mount.socketPath, payload);
         const label = JSON.stringify(payload);
         check(answer, label, offset !== undefined || limit !== undefined);
+        if (answer.body.ok) succeeded.add((answer.body.path ?? '').slice('knowledge/'.length));
         const key = answer.body.ok ? 'ok' : (answer.body.error?.code ?? '?');
         tally.set(key, (tally.get(key) ?? 0) + 1);
       }),
@@ -143,6 +147,10 @@ fuseSuite('read tool with hostile paths', () => {
     // The property must have reached the control plane, not only the local path checks.
     expect(tally.get('ok') ?? 0, JSON.stringify([...tally])).toBeGreaterThan(0);
     expect(tally.get('not_found') ?? 0, JSON.stringify([...tally])).toBeGreaterThan(0);
+    // The control plane's read set holds successful reads only, and some.
+    const readSet = (cp.cp.registry.get(sessionId)?.readSet ?? []).map((e) => e.path);
+    expect(readSet.length).toBeGreaterThan(0);
+    expect(readSet.filter((path) => !succeeded.has(path))).toEqual([]);
     const view = (await (await fetch(`${cp.url}/v1/session`, { headers: { authorization: `Bearer ${token}` } })).json()) as { mounted: string[] };
     expect(view.mounted).not.toContain('storage');
     expect(view.mounted.every((t) => t === 'search')).toBe(true);

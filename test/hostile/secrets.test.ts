@@ -1,11 +1,15 @@
 // The runner token is a secret held by the daemon alone. It must not show up
-// in the daemon's argv (/proc/PID/cmdline) or environment (token-file mode),
+// in the daemon's argv (/proc/PID/cmdline) or environment (token-file mode;
+// with $KNOWLEDGEFS_TOKEN the daemon drops the variable before it starts
+// anything, so its children never see it, though /proc/PID/environ keeps the
+// initial environment),
 // in anything the daemon or the control plane logs (including while things
 // fail: control plane down, session revoked), in the audit log or the state
 // file, in anything the control socket answers, or anywhere under the mount
 // (`grep -r` for it finds nothing). The control socket is mode 0600.
 
-import { readFile, stat } from 'node:fs/promises';
+import { chmod, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { spawnControlPlane, type SpawnedControlPlane } from '../helpers/control-plane.js';
@@ -19,6 +23,8 @@ fuseSuite('secrets stay secret', () => {
   let envMount: MountHandle;
   let session: { sessionId: string; token: string };
   let envSession: { sessionId: string; token: string };
+  /** A `fusermount` first in the env-mode daemon's PATH that records the environment it was started with. */
+  let spyDir: string;
   const tokens = () => [session.token, envSession.token];
 
   beforeAll(async () => {
@@ -36,14 +42,26 @@ fuseSuite('secrets stay secret', () => {
     session = await cp.createSession({ kind: 'personal', creator: 'alice', team: 'payments' });
     envSession = await cp.createSession({ kind: 'team', creator: 'alice', team: 'payments' });
     mount = await startMount({ serverUrl: cp.url, token: session.token, args: ['--prefetch-threshold', '1', '--request-timeout', '1s', '--sync-interval', '200ms'] });
-    // A second daemon (team session) whose session gets revoked below.
-    envMount = await startMount({ serverUrl: cp.url, token: envSession.token, args: ['--sync-interval', '200ms'] });
+    // A second daemon (team session, token in $KNOWLEDGEFS_TOKEN) whose session gets revoked below.
+    spyDir = await mkdtemp(join(tmpdir(), 'kfs-envspy-'));
+    const realFusermount = (await run('sh', ['-c', 'command -v fusermount'])).stdout.trim();
+    expect(realFusermount).not.toBe('');
+    await writeFile(join(spyDir, 'fusermount'), `#!/bin/sh\nenv > "${spyDir}/fusermount.env"\nexec ${realFusermount} "$@"\n`);
+    await chmod(join(spyDir, 'fusermount'), 0o755);
+    envMount = await startMount({
+      serverUrl: cp.url,
+      token: envSession.token,
+      tokenVia: 'env',
+      args: ['--sync-interval', '200ms'],
+      env: { PATH: `${spyDir}:${process.env.PATH ?? ''}` },
+    });
   });
 
   afterAll(async () => {
     await mount?.stop();
     await envMount?.stop();
     await cp?.kill('SIGTERM');
+    if (spyDir) await rm(spyDir, { recursive: true, force: true });
     if (dir) await removeDataDir(dir);
   });
 
@@ -66,7 +84,7 @@ fuseSuite('secrets stay secret', () => {
       expect(cmdline).toContain('mount');
       expectNoToken(cmdline, `/proc/${m.pid}/cmdline`);
     }
-    for (const m of [mount, envMount]) expectNoToken(await readFile(`/proc/${m.pid}/environ`, 'utf8'), 'a daemon environment');
+    expectNoToken(await readFile(`/proc/${mount.pid}/environ`, 'utf8'), 'the token-file daemon environment');
     const cpCmdline = await readFile(`/proc/${cp.pid}/cmdline`, 'utf8');
     expectNoToken(cpCmdline, 'the control plane argv');
   });
@@ -124,5 +142,18 @@ fuseSuite('secrets stay secret', () => {
     const journal = await readFile(join(internal, 'state.json.journal'), 'utf8');
     expect(journal).toContain(envSession.sessionId);
     expectNoToken(journal, 'the state journal');
+  });
+
+  it('KNOWLEDGEFS_TOKEN mode: the daemon works, and nothing it starts inherits the token; /proc/PID/environ still shows it', async () => {
+    expect(envMount.child.spawnargs.join(' ')).not.toContain('--token-file');
+    // What docs/RELIABILITY.md says: the kernel keeps the initial environment block.
+    const initial = await readFile(`/proc/${envMount.pid}/environ`, 'utf8');
+    expect(initial.split('\0')).toContain(`KNOWLEDGEFS_TOKEN=${envSession.token}`);
+    // Stopping the daemon runs fusermount (through the spy) from the daemon's own environment.
+    expect((await envMount.stop()).code).toBe(0);
+    const childEnv = await readFile(join(spyDir, 'fusermount.env'), 'utf8');
+    expect(childEnv).toContain(`PATH=${spyDir}:`);
+    expect(childEnv).not.toContain('KNOWLEDGEFS_TOKEN');
+    expectNoToken(childEnv, 'the environment of a process the daemon started');
   });
 });

@@ -40,9 +40,16 @@ interface MountFlags {
   allowOther?: boolean;
 }
 
-async function resolveToken(flags: MountFlags, ctx: CliContext): Promise<string> {
-  if (flags.tokenFile !== undefined) return readTokenFile(resolve(ctx.cwd, flags.tokenFile), '--token-file');
+/**
+ * The token from --token-file or $KNOWLEDGEFS_TOKEN. The variable is removed
+ * from the environment first thing, so no process the daemon starts
+ * (fusermount at unmount, the stale-mount probe) inherits it.
+ * /proc/PID/environ still shows the environment the process started with.
+ */
+export async function resolveToken(flags: Pick<MountFlags, 'tokenFile'>, ctx: Pick<CliContext, 'cwd' | 'env'>): Promise<string> {
   const fromEnv = ctx.env[TOKEN_ENV]?.trim();
+  delete ctx.env[TOKEN_ENV];
+  if (flags.tokenFile !== undefined) return readTokenFile(resolve(ctx.cwd, flags.tokenFile), '--token-file');
   if (fromEnv !== undefined && fromEnv !== '') return fromEnv;
   throw new KnowledgeError('invalid_argument', `no runner token: pass --token-file FILE or set $${TOKEN_ENV}`);
 }
