@@ -44,6 +44,7 @@ const LEAF_COMMANDS: { name: string; args: string[] }[] = [
   { name: 'manifest', args: ['manifest'] },
   { name: 'reminder', args: ['reminder'] },
   { name: 'doctor', args: ['doctor'] },
+  { name: 'status', args: ['status'] },
 ];
 
 /**
@@ -74,7 +75,7 @@ describe.concurrent('--help and --version', () => {
     const r = await cli(['--help']);
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/^Usage: knowledgefs \[options\] \[command\]/);
-    for (const name of ['serve', 'session', 'mount', 'read', 'manifest', 'reminder', 'doctor']) {
+    for (const name of ['serve', 'session', 'mount', 'read', 'manifest', 'reminder', 'doctor', 'status']) {
       expect(r.stdout).toMatch(new RegExp(`^  ${name}\\b.*\\S`, 'm'));
     }
     expect(r.stdout).not.toContain('not built yet');
@@ -134,6 +135,8 @@ describe.concurrent('usage errors: one clear line, exit 2', () => {
     { what: 'mount --server', args: ['mount', join(tmp, 'k7'), '--server', 'not a url'], mentions: /--server.*not a url/ },
     { what: 'read --offset', args: ['read', 'knowledge/account/DUTY.md', '--offset', '-1'], mentions: /--offset/ },
     { what: 'read --limit', args: ['read', 'knowledge/account/DUTY.md', '--limit', '0'], mentions: /--limit/ },
+    { what: 'serve --metrics-listen', args: ['serve', '--data', tmp, '--metrics-listen', 'anywhere'], mentions: /--metrics-listen.*anywhere/ },
+    { what: 'mount --metrics-listen', args: ['mount', join(tmp, 'k8'), '--server', 'http://127.0.0.1:9', '--metrics-listen', '9464'], mentions: /--metrics-listen.*9464/ },
     { what: 'doctor --timeout', args: ['doctor', '--timeout', 'soon'], mentions: /--timeout.*soon/ },
   ];
   for (const { what, args, mentions } of BAD_VALUES) {

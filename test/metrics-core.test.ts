@@ -4,7 +4,8 @@
 
 import { describe, expect, it } from 'vitest';
 import { parseListenAddress } from '../src/core/listen-address.js';
-import { ALL_METRICS, decisionOutcome, httpRouteOf, labelValueProblem, statusClass } from '../src/core/metrics.js';
+import { constants } from 'node:os';
+import { ALL_METRICS, decisionOutcome, fuseResultOf, histogramQuantile, httpRouteOf, labelValueProblem, statusClass } from '../src/core/metrics.js';
 
 const q = (s = '') => new URLSearchParams(s);
 
@@ -33,6 +34,24 @@ describe('route templates', () => {
     expect(decisionOutcome({ scope: 'team_x', allowed: false, rule: 'creator-not-member' })).toBe('deny');
     expect(decisionOutcome({ scope: 'team_x', allowed: false, rule: 'creator-unknown' })).toBe('deny');
     expect(decisionOutcome({ scope: 'team_x', allowed: false, rule: 'membership-unavailable', membership: { status: 'error', error: 'down' } })).toBe('fail_closed');
+  });
+});
+
+describe('FUSE results and latency quantiles', () => {
+  it('names the errno an answer stands for', () => {
+    const E = constants.errno;
+    expect([0, 4096, -E.ENOENT, -E.EIO, -E.EROFS, -E.EACCES, -E.ESTALE, -E.EISDIR].map((c) => fuseResultOf(c, E))).toEqual(['ok', 'ok', 'ENOENT', 'EIO', 'EROFS', 'EACCES', 'ESTALE', 'other_error']);
+  });
+
+  it('interpolates within the bucket like histogram_quantile, null without data', () => {
+    const b = (pairs: [number, number][]) => pairs.map(([le, count]) => ({ le, count }));
+    // 100 observations: 50 ≤ 1, 90 ≤ 2, all ≤ 4.
+    const h = b([[1, 50], [2, 90], [4, 100], [Infinity, 100]]);
+    expect(histogramQuantile(0.5, h)).toBe(1);
+    expect(histogramQuantile(0.7, h)).toBeCloseTo(1.5);
+    expect(histogramQuantile(0.95, h)).toBeCloseTo(3);
+    expect(histogramQuantile(0.99, b([[1, 0], [Infinity, 10]]))).toBe(1);
+    expect(histogramQuantile(0.99, b([[1, 0], [Infinity, 0]]))).toBeNull();
   });
 });
 

@@ -30,6 +30,7 @@ const COMMANDS: Record<string, () => Promise<Register>> = {
   manifest: async () => (await import('./commands/manifest.js')).registerManifest,
   reminder: async () => (await import('./commands/manifest.js')).registerReminder,
   doctor: async () => (await import('./commands/doctor.js')).registerDoctor,
+  status: async () => (await import('./commands/status.js')).registerStatus,
 };
 
 const TOP_LEVEL_EXAMPLES = `
@@ -45,6 +46,8 @@ Examples:
   knowledgefs read knowledge/team_search/DUTY.md
   knowledgefs manifest --json
   knowledgefs doctor --server http://127.0.0.1:7420 --token-file runner.token
+  # in the runner: what the mount is doing (operations, cache, sync lag, EIO)
+  knowledgefs status
 
 Exit codes: 0 ok, 1 no such file, 2 usage, 3 denied (with guidance), 4 unavailable, 5 other failure.
 `;

@@ -102,6 +102,18 @@ export const SCAN_KINDS = ['full', 'partial'] as const;
 export const RESULTS = ['ok', 'error'] as const;
 export const CACHE_RESULTS = ['hit', 'miss'] as const;
 
+/** FUSE operations the mount daemon answers; every write-type operation (all refused) is `write`. */
+export const FUSE_OPS = ['getattr', 'readdir', 'access', 'statfs', 'open', 'read', 'release', 'write'] as const;
+export type FuseOp = (typeof FUSE_OPS)[number];
+/** How a FUSE operation ended: `ok`, or the errno it returned. */
+export const FUSE_RESULTS = ['ok', 'ENOENT', 'EIO', 'EROFS', 'EACCES', 'ESTALE', 'other_error'] as const;
+export type FuseResult = (typeof FUSE_RESULTS)[number];
+export const GRANT_RESULTS = ['asked', 'reused'] as const;
+/** `file`: one body per request (an open); `batch`: many per request (read-ahead, prefetch). */
+export const FETCH_KINDS = ['file', 'batch'] as const;
+export const CACHE_TIERS = ['memory', 'disk'] as const;
+export const PREFETCH_STATES = ['total', 'done'] as const;
+
 // ---- control plane -----------------------------------------------------
 
 export const CONTROL_PLANE_METRICS = {
@@ -132,7 +144,27 @@ export const CONTROL_PLANE_METRICS = {
   blobCache: counter('knowledgefs_blob_cache_requests_total', 'Lookups in a pack store blob cache, by result (stays 0 for the plain directory store, which has no cache).', { result: CACHE_RESULTS }),
 } as const;
 
-export const ALL_METRICS: readonly MetricSpec[] = [...Object.values(CONTROL_PLANE_METRICS)];
+// ---- mount daemon ------------------------------------------------------
+
+export const DAEMON_METRICS = {
+  fuseOps: counter('knowledgefs_fuse_operations_total', 'FUSE operations answered, by operation and result (ok, or the errno returned).', {
+    op: FUSE_OPS,
+    result: FUSE_RESULTS,
+  }),
+  fuseDuration: histogram('knowledgefs_fuse_operation_duration_seconds', 'Time from a FUSE operation reaching the daemon to its answer, by operation.', { op: FUSE_OPS }, LATENCY_BUCKETS),
+  cacheLookups: counter('knowledgefs_content_cache_requests_total', 'Content lookups in the memory cache (opens, read-ahead, prefetch), by result.', { result: CACHE_RESULTS }),
+  cacheBytes: gauge('knowledgefs_content_cache_bytes', 'Bytes held by the content cache, by tier (disk only with --cache-dir).', { tier: CACHE_TIERS }),
+  fetches: counter('knowledgefs_fetches_total', 'Requests for file bodies to the control plane, by kind and result.', { kind: FETCH_KINDS, result: RESULTS }),
+  fetchedBytes: counter('knowledgefs_fetched_bytes_total', 'Bytes of file bodies received and verified against their sha256.', {}),
+  readAheads: counter('knowledgefs_read_aheads_total', 'Directory read-aheads started (a second cache miss in a row in one directory).', {}),
+  prefetchFiles: gauge('knowledgefs_prefetch_files', 'Background prefetch of the current tree: files to fetch, and files done.', { state: PREFETCH_STATES }),
+  grants: counter('knowledgefs_grants_total', 'Open grants: asked of the control plane, or reused within --grant-ttl.', { result: GRANT_RESULTS }),
+  syncs: counter('knowledgefs_syncs_total', 'Plan checks of the sync loop (answered, changed or not; or failed).', { result: RESULTS }),
+  planAge: gauge('knowledgefs_plan_age_seconds', 'Seconds since the control plane last confirmed the tree is its current plan (sync lag).', {}),
+  planFiles: gauge('knowledgefs_plan_files', 'Files in the mounted tree.', {}),
+} as const;
+
+export const ALL_METRICS: readonly MetricSpec[] = [...Object.values(CONTROL_PLANE_METRICS), ...Object.values(DAEMON_METRICS)];
 
 // ---- classifiers (pure) -----------------------------------------------
 
@@ -164,6 +196,48 @@ export function httpRouteOf(method: string, rawPath: string, query: URLSearchPar
 export function decisionOutcome(decision: Decision): DecisionOutcome {
   if (decision.allowed) return 'allow';
   return decision.rule === 'membership-unavailable' ? 'fail_closed' : 'deny';
+}
+
+/** The errno name a FUSE answer's code stands for (negative: -errno; zero or more: success). */
+export function fuseResultOf(code: number, errno: { readonly ENOENT: number; readonly EIO: number; readonly EROFS: number; readonly EACCES: number; readonly ESTALE: number }): FuseResult {
+  if (code >= 0) return 'ok';
+  switch (-code) {
+    case errno.ENOENT:
+      return 'ENOENT';
+    case errno.EIO:
+      return 'EIO';
+    case errno.EROFS:
+      return 'EROFS';
+    case errno.EACCES:
+      return 'EACCES';
+    case errno.ESTALE:
+      return 'ESTALE';
+    default:
+      return 'other_error';
+  }
+}
+
+/**
+ * The `q` quantile (0..1) of a histogram from its cumulative bucket counts,
+ * interpolated within the bucket as Prometheus' histogram_quantile does;
+ * null without observations.
+ */
+export function histogramQuantile(q: number, buckets: readonly { readonly le: number; readonly count: number }[]): number | null {
+  const sorted = [...buckets].sort((a, b) => a.le - b.le);
+  const total = sorted.at(-1)?.count ?? 0;
+  if (total === 0) return null;
+  const rank = q * total;
+  let lowerLe = 0;
+  let lowerCount = 0;
+  for (const b of sorted) {
+    if (b.count >= rank) {
+      if (!Number.isFinite(b.le)) return lowerLe; // in the +Inf bucket: the highest finite bound
+      return lowerLe + (b.le - lowerLe) * ((rank - lowerCount) / Math.max(1, b.count - lowerCount));
+    }
+    lowerLe = b.le;
+    lowerCount = b.count;
+  }
+  return lowerLe;
 }
 
 /** Every label value a metric may take must be a short name: no slashes, spaces or dots. */

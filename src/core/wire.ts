@@ -16,6 +16,7 @@
 //   GET    /v1/manifest                  runner token  → ManifestResponse
 //   GET    /v1/reminder[?today=YYYY-MM-DD] runner token → ReminderResponse (marks what it reports)
 //   GET    /healthz                      none          → {"ok": true}
+//   GET    /metrics                      admin token   → Prometheus text (also on serve --metrics-listen, no token)
 // Errors: status from HTTP_STATUS below, body ErrorBody. A personal session's
 // denial is the exact response of a missing file (404, same body, same headers).
 //
@@ -167,4 +168,45 @@ export interface DaemonStatus {
   readonly files: number;
   readonly scopes: readonly string[];
   readonly prefetch: { readonly done: number; readonly total: number };
+  /** What the daemon has done since it started (the numbers its metrics export). */
+  readonly activity?: DaemonActivity;
+}
+
+/** One FUSE operation kind: answers, errors, and latency from its histogram. */
+export interface FuseOperationStats {
+  readonly op: string;
+  readonly count: number;
+  /** Answers that were an errno, by errno name (ENOENT, EIO, …). */
+  readonly errors: Readonly<Record<string, number>>;
+  readonly meanMs: number | null;
+  readonly p99Ms: number | null;
+}
+
+export interface DaemonActivity {
+  readonly uptimeSeconds: number;
+  readonly operations: readonly FuseOperationStats[];
+  /** EIO answers, all operations together. */
+  readonly eio: number;
+  readonly cache: {
+    readonly hits: number;
+    readonly misses: number;
+    /** hits / (hits + misses), null before the first lookup. */
+    readonly hitRate: number | null;
+    readonly memoryBytes: number;
+    readonly diskBytes: number;
+  };
+  readonly fetches: {
+    readonly files: number;
+    readonly batches: number;
+    readonly errors: number;
+    readonly bytes: number;
+    readonly readAheads: number;
+  };
+  readonly grants: { readonly asked: number; readonly reused: number };
+  readonly sync: {
+    /** Seconds since the control plane last confirmed the tree is current. */
+    readonly planAgeSeconds: number;
+    readonly checks: number;
+    readonly errors: number;
+  };
 }

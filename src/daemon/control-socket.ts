@@ -45,7 +45,7 @@ export interface ReadToolBackend {
   manifest(): Promise<ManifestResponse>;
   reminder(): Promise<ReminderResponse>;
   refreshPlan(): Promise<void>;
-  status(): DaemonStatus;
+  status(): DaemonStatus | Promise<DaemonStatus>;
 }
 
 /** Largest request body the socket accepts; a read request is a path and two numbers. */
@@ -164,7 +164,7 @@ export async function handleControlRequest(
       case 'GET /reminder':
         return { status: 200, body: { ok: true, ...(await backend.reminder()) } };
       case 'GET /status':
-        return { status: 200, body: { ok: true, ...backend.status() } };
+        return { status: 200, body: { ok: true, ...(await backend.status()) } };
       default:
         throw new KnowledgeError('invalid_argument', `no such route: ${route}`);
     }

@@ -33,6 +33,7 @@ export const EROFS = E.EROFS;
 export const ENOENT = E.ENOENT;
 export const EIO = E.EIO;
 export const ESTALE = E.ESTALE;
+export const EACCES = E.EACCES;
 
 /** Raised inside the filesystem core for conditions with no error code (EISDIR, EBADF, …). */
 export class ErrnoError extends Error {

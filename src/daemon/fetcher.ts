@@ -71,8 +71,14 @@ export class ContentFetcher {
   /** sha256 → files an in-flight batch will deliver. */
   private readonly batchWaiting = new Map<string, BatchWaiter>();
   private readonly log: (line: string) => void;
+  /** Running totals for metrics: requests by kind, failed ones, verified bytes, memory-cache lookups. */
   fetches = 0;
   batches = 0;
+  fetchErrors = 0;
+  batchErrors = 0;
+  fetchedBytes = 0;
+  hits = 0;
+  misses = 0;
 
   constructor(private readonly opts: FetcherOptions) {
     this.log = opts.log ?? (() => undefined);
@@ -80,7 +86,9 @@ export class ContentFetcher {
 
   /** Memory hit or undefined; never waits. */
   cached(sha256: string): Buffer | undefined {
-    return this.opts.cache.getMemory(sha256);
+    const hit = this.opts.cache.getMemory(sha256);
+    if (hit !== undefined) this.hits++;
+    return hit;
   }
 
   isCached(sha256: string): boolean {
@@ -89,7 +97,11 @@ export class ContentFetcher {
 
   get(ref: FileRef): Promise<Buffer> {
     const hit = this.opts.cache.getMemory(ref.sha256);
-    if (hit !== undefined) return Promise.resolve(hit);
+    if (hit !== undefined) {
+      this.hits++;
+      return Promise.resolve(hit);
+    }
+    this.misses++;
     let pending = this.inflight.get(ref.sha256);
     const waiter = pending === undefined ? this.batchWaiting.get(ref.sha256) : undefined;
     if (waiter !== undefined) {
@@ -149,6 +161,7 @@ export class ContentFetcher {
           this.opts.onStale?.(ref);
           waiter.reject(new KnowledgeError('not_found', `no such file: ${where}`));
         } else if (item.sha256 === ref.sha256 && item.body.length === ref.size) {
+          this.fetchedBytes += item.body.length;
           cache.put(ref.sha256, item.body);
           fetched.push(ref);
           waiter.resolve(item.body);
@@ -162,6 +175,7 @@ export class ContentFetcher {
       }
     } catch (err) {
       error = err;
+      this.batchErrors++;
     }
     const unanswered: FileRef[] = [];
     for (const waiter of waiters.slice(answered)) {
@@ -182,6 +196,7 @@ export class ContentFetcher {
     try {
       reply = await this.opts.client.file(ref.scope, ref.scopePath, ref.size);
     } catch (err) {
+      this.fetchErrors++;
       // More bytes than the plan says: most likely the file grew since the plan.
       if (isKnowledgeError(err) && err.code === 'integrity') this.opts.onStale?.(ref);
       throw err;
@@ -189,9 +204,11 @@ export class ContentFetcher {
     const { body, sha256: claimed } = reply;
     const actual = sha256Hex(body);
     if (actual === ref.sha256 && body.length === ref.size) {
+      this.fetchedBytes += body.length;
       this.opts.cache.put(actual, body);
       return body;
     }
+    this.fetchErrors++;
     const where = `${ref.scope}/${ref.scopePath}`;
     if (claimed !== undefined && claimed === actual) {
       this.opts.cache.put(actual, body);

@@ -163,7 +163,10 @@ export class KnowledgeFilesystem {
     const waitMs = this.deps.changedFiles?.waitMs(path) ?? 0;
     if (waitMs === 0 && this.deps.grants.isFresh(node.scope)) {
       const cached = this.deps.fetcher.cached(node.sha256);
-      if (cached !== undefined) return this.pin(node, cached);
+      if (cached !== undefined) {
+        this.deps.grants.reused++;
+        return this.pin(node, cached);
+      }
     }
     if (!this.deps.fetcher.isCached(node.sha256)) this.deps.readAhead?.onMiss(node);
     const loaded = this.withDeadline(this.authoriseAndLoad(node));

@@ -21,7 +21,9 @@
 import { createRequire } from 'node:module';
 import { KnowledgeError } from '../core/errors.js';
 import type { NodeStat } from '../core/tree.js';
+import type { FuseOp } from '../core/metrics.js';
 import { EROFS, ErrnoMapper } from './errno.js';
+import type { FuseOpMeter } from './fuse-op-meter.js';
 import type { KnowledgeFilesystem, StatFs } from './filesystem.js';
 
 type Cb<T extends unknown[] = []> = (code: number, ...result: Partial<T>) => void;
@@ -93,11 +95,26 @@ export interface FuseMountOptions {
   /** 'auto' (default) keeps pages while size+mtime hold; 'none' drops them on every open. */
   readonly pageCache?: 'auto' | 'none';
   readonly log: (line: string) => void;
+  /** Counts and times every operation (metrics, `knowledgefs status`). */
+  readonly meter?: FuseOpMeter;
 }
 
 export interface FuseMount {
   unmount(): Promise<void>;
 }
+
+/** The metric name of each operation; every write-type one is `write`. */
+export const OP_KINDS: Readonly<Record<string, FuseOp>> = {
+  getattr: 'getattr',
+  fgetattr: 'getattr',
+  readdir: 'readdir',
+  access: 'access',
+  statfs: 'statfs',
+  open: 'open',
+  read: 'read',
+  release: 'release',
+  ...Object.fromEntries(WRITE_OPS.map((name) => [name, 'write' as const])),
+};
 
 /** A fuse-native option value that survives its "drop falsy values" rule. */
 function seconds(value: number | undefined, fallback: number): number | string {
@@ -187,7 +204,8 @@ export function buildOps(fs: KnowledgeFilesystem, errors: ErrnoMapper): FuseOps 
 export function mountFuse(mountpoint: string, fs: KnowledgeFilesystem, opts: FuseMountOptions): Promise<FuseMount> {
   const Fuse = loadFuse();
   const errors = new ErrnoMapper(opts.log);
-  const fuse = new Fuse(mountpoint, buildOps(fs, errors), {
+  const ops = buildOps(fs, errors);
+  const fuse = new Fuse(mountpoint, opts.meter ? opts.meter.wrapOps(ops, OP_KINDS) : ops, {
     fsname: 'knowledgefs',
     subtype: 'knowledgefs',
     allowOther: opts.allowOther === true,

@@ -15,7 +15,9 @@ export type Clock = () => number;
 export class GrantCache {
   private readonly valid = new Map<string, number>();
   private readonly inflight = new Map<string, Promise<void>>();
+  /** Grants asked of the control plane, and opens that used a fresh one instead (metrics). */
   requests = 0;
+  reused = 0;
 
   constructor(
     private readonly client: Pick<ControlClient, 'grant'>,
@@ -29,10 +31,17 @@ export class GrantCache {
     return until !== undefined && this.clock() < until;
   }
 
+  /** `isFresh`, counting a fresh grant as reused: for an open that skips `check`. */
+  reuse(scope: string): boolean {
+    const fresh = this.isFresh(scope);
+    if (fresh) this.reused++;
+    return fresh;
+  }
+
   /** Resolves when `scope` may be opened now; rejects with the control plane's answer otherwise. */
   check(scope: string): Promise<void> {
     if (this.ttlMs <= 0) return this.ask(scope);
-    if (this.isFresh(scope)) return Promise.resolve();
+    if (this.reuse(scope)) return Promise.resolve();
     let pending = this.inflight.get(scope);
     if (pending === undefined) {
       pending = this.ask(scope).finally(() => this.inflight.delete(scope));

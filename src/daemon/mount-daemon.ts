@@ -12,9 +12,13 @@
 // Nothing here touches the mount point after mounting (that would deadlock
 // the FUSE loop running on this same event loop).
 
+import { DAEMON_METRICS as D } from '../core/metrics.js';
 import type { Plan } from '../core/plan.js';
 import { Tree, type TreeOptions } from '../core/tree.js';
 import type { DaemonStatus } from '../core/wire.js';
+import { listenMetrics, type MetricsListener } from '../metrics/metrics-listener.js';
+import { PrometheusMetrics } from '../metrics/prometheus-metrics.js';
+import { readActivity } from './activity.js';
 import { CHANGE_MARGIN_MS, ChangedFiles } from './changed-files.js';
 import { ContentCache } from './content-cache.js';
 import { startControlSocket, type ReadToolBackend } from './control-socket.js';
@@ -22,6 +26,7 @@ import type { ControlClient } from './control-client.js';
 import { ContentFetcher } from './fetcher.js';
 import { KnowledgeFilesystem } from './filesystem.js';
 import { DEFAULT_ATTR_TIMEOUT_SEC, VERSIONS_SHARE_PAGE_CACHE, mountFuse, type FuseMount } from './fuse-adapter.js';
+import { FuseOpMeter } from './fuse-op-meter.js';
 import { GrantCache } from './grant-cache.js';
 import { MOUNT_DEFAULTS, type MountOptions } from './options.js';
 import { planSource } from './plan-changes.js';
@@ -50,6 +55,11 @@ export class MountDaemon {
   readonly prefetch: Prefetcher;
   /** Paths changed at recent swaps, when the binding shares one page cache per path. */
   readonly changedFiles: ChangedFiles | undefined;
+  readonly readAhead: DirectoryReadAhead;
+  /** Every number `knowledgefs status` and `--metrics-listen` report. */
+  readonly metrics = new PrometheusMetrics(Object.values(D));
+  private readonly startedAt = Date.now();
+  private metricsListener: MetricsListener | undefined;
   private pendingSync: Promise<void> | undefined;
   private fuse: FuseMount | undefined;
   private socket: { close(): Promise<void> } | undefined;
@@ -73,12 +83,12 @@ export class MountDaemon {
       tree: () => this.tree,
       grants: this.grants,
       fetcher: this.fetcher,
-      readAhead: new DirectoryReadAhead({
+      readAhead: (this.readAhead = new DirectoryReadAhead({
         fetcher: this.fetcher,
         tree: () => this.tree,
         maxFiles: BATCH_FILES,
         maxBytes: readAheadBytes(BATCH_BYTES, opts.cacheSize, opts.cacheDir !== undefined),
-      }),
+      })),
       requestTimeoutMs: opts.requestTimeoutMs,
       onDenied: (scope) => this.removeScope(scope),
       onMissing: () => this.requestSync(),
@@ -100,6 +110,34 @@ export class MountDaemon {
       hasDiskCache: opts.cacheDir !== undefined,
       log: io.log,
     });
+    // The first plan was fetched just before the daemon was built.
+    this.sync.confirmedAt = Date.now();
+    this.metrics.beforeScrape(() => this.exportTotals());
+  }
+
+  /** Copies the parts' running totals and state into the metrics (before each scrape). */
+  private exportTotals(): void {
+    const m = this.metrics;
+    const { fetcher, grants, sync } = this;
+    m.setTotal(D.cacheLookups, { result: 'hit' }, fetcher.hits);
+    m.setTotal(D.cacheLookups, { result: 'miss' }, fetcher.misses);
+    m.setTotal(D.fetches, { kind: 'file', result: 'ok' }, fetcher.fetches - fetcher.fetchErrors);
+    m.setTotal(D.fetches, { kind: 'file', result: 'error' }, fetcher.fetchErrors);
+    m.setTotal(D.fetches, { kind: 'batch', result: 'ok' }, fetcher.batches - fetcher.batchErrors);
+    m.setTotal(D.fetches, { kind: 'batch', result: 'error' }, fetcher.batchErrors);
+    m.setTotal(D.fetchedBytes, {}, fetcher.fetchedBytes);
+    m.setTotal(D.readAheads, {}, this.readAhead.started);
+    m.setTotal(D.grants, { result: 'asked' }, grants.requests);
+    m.setTotal(D.grants, { result: 'reused' }, grants.reused);
+    m.setTotal(D.syncs, { result: 'ok' }, sync.syncs);
+    m.setTotal(D.syncs, { result: 'error' }, sync.errors);
+    const cache = this.cache.stats();
+    m.set(D.cacheBytes, { tier: 'memory' }, cache.bytes);
+    m.set(D.cacheBytes, { tier: 'disk' }, cache.diskBytes);
+    m.set(D.prefetchFiles, { state: 'total' }, this.prefetch.progress.total);
+    m.set(D.prefetchFiles, { state: 'done' }, this.prefetch.progress.done);
+    m.set(D.planAge, {}, (Date.now() - sync.confirmedAt) / 1000);
+    m.set(D.planFiles, {}, this.tree.fileCount);
   }
 
   currentTree(): Tree {
@@ -113,12 +151,23 @@ export class MountDaemon {
       attrTimeoutSec: this.opts.attrTimeoutSec,
       entryTimeoutSec: this.opts.attrTimeoutSec,
       log: this.io.log,
+      meter: new FuseOpMeter(this.metrics),
     });
     try {
       this.socket = await startControlSocket(this.opts.socketPath, this.backend(), this.io.log);
     } catch (err) {
       await this.fuse.unmount();
       throw err;
+    }
+    if (this.opts.metricsListen !== undefined) {
+      try {
+        this.metricsListener = await listenMetrics(this.opts.metricsListen, this.metrics, this.io.log);
+      } catch (err) {
+        await this.socket.close().catch(() => undefined);
+        await this.fuse.unmount();
+        throw err;
+      }
+      this.io.log(`metrics on ${this.metricsListener.url} (no token)`);
     }
     this.io.out(`mounted ${this.opts.mountpoint} (${this.tree.fileCount} files, ${this.tree.scopes.length} scopes)`);
     this.sync.start();
@@ -129,6 +178,7 @@ export class MountDaemon {
     this.prefetch.cancel();
     await this.sync.stop();
     await this.socket?.close().catch(() => undefined);
+    await this.metricsListener?.close();
     await this.fuse?.unmount();
     await this.client.close();
   }
@@ -141,7 +191,7 @@ export class MountDaemon {
     return this.pendingSync;
   }
 
-  status(): DaemonStatus {
+  async status(): Promise<DaemonStatus> {
     return {
       mountpoint: this.opts.mountpoint,
       sessionId: this.tree.sessionId,
@@ -149,6 +199,7 @@ export class MountDaemon {
       files: this.tree.fileCount,
       scopes: [...this.tree.scopes],
       prefetch: { done: this.prefetch.progress.done, total: this.prefetch.progress.total },
+      activity: await readActivity(this.metrics, this.startedAt),
     };
   }
 

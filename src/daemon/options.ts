@@ -2,6 +2,7 @@
 // how each interacts with the others. `validateMountOptions` checks them at
 // startup with one clear message per problem.
 
+import type { ListenAddress } from '../core/listen-address.js';
 import { KnowledgeError } from '../core/errors.js';
 import { formatBytes } from '../core/units.js';
 
@@ -49,6 +50,8 @@ export interface MountOptions {
   readonly prefetchConcurrency?: number;
   /** Kernel attribute/entry cache in seconds (default 1). */
   readonly attrTimeoutSec?: number;
+  /** Also serve the daemon's metrics on this address, without a token (`--metrics-listen`). */
+  readonly metricsListen?: ListenAddress | undefined;
 }
 
 export const MOUNT_DEFAULTS = {
@@ -87,5 +90,6 @@ export function describeMountOptions(o: MountOptions): string {
     `sync-interval ${o.syncIntervalMs}ms`,
     `request-timeout ${o.requestTimeoutMs}ms`,
     `socket ${o.socketPath}`,
+    ...(o.metricsListen !== undefined ? [`metrics-listen ${o.metricsListen.host}:${o.metricsListen.port}`] : []),
   ].join(', ');
 }

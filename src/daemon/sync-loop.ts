@@ -58,6 +58,8 @@ export class SyncLoop {
   private wake = new AbortController();
   syncs = 0;
   errors = 0;
+  /** When the control plane last confirmed the tree is current (Date.now()); 0 before the first check. */
+  confirmedAt = 0;
 
   constructor(private readonly opts: SyncLoopOptions) {}
 
@@ -127,6 +129,7 @@ export class SyncLoop {
       throw err;
     }
     this.syncs++;
+    if (seq >= this.appliedSeq) this.confirmedAt = Date.now();
     if (plan === null || seq < this.appliedSeq) return;
     this.appliedSeq = seq;
     if (plan.version !== this.opts.currentVersion()) this.opts.apply(plan);

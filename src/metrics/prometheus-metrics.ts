@@ -6,6 +6,8 @@
 // Gauges that describe state (sessions, files, cache bytes, plan age) are
 // read when scraped: parts register a `beforeScrape` callback that sets them,
 // instead of keeping a second copy of the state up to date.
+// Counters kept by the parts as plain numbers (`fetches++`) are exported the
+// same way, through `setTotal`.
 //
 // Counters whose label combinations are few are created at zero, so `rate()`
 // has a series to work on before the first event.
@@ -28,6 +30,7 @@ export class PrometheusMetrics implements MetricsRecorder {
   readonly registry = new Registry();
   private readonly metrics = new Map<string, { spec: MetricSpec; metric: Metric<string> }>();
   private readonly scrapeHooks: (() => void)[] = [];
+  private readonly totals = new Map<string, number>();
 
   constructor(specs: readonly MetricSpec[], options: { processMetrics?: boolean } = {}) {
     for (const spec of specs) this.register(spec);
@@ -45,6 +48,17 @@ export class PrometheusMetrics implements MetricsRecorder {
 
   inc<S extends CounterSpec>(spec: S, labels: LabelsOf<S>, by = 1): void {
     (this.get(spec, labels) as Counter<string>).inc(labels as Record<string, string>, by);
+  }
+
+  /**
+   * A counter kept elsewhere as a plain running total (a part's own
+   * `requests++`): exports that total. Call it from `beforeScrape`.
+   */
+  setTotal<S extends CounterSpec>(spec: S, labels: LabelsOf<S>, total: number): void {
+    const key = `${spec.name}${JSON.stringify(labels)}`;
+    const last = this.totals.get(key) ?? 0;
+    if (total > last) this.inc(spec, labels, total - last);
+    this.totals.set(key, Math.max(last, total));
   }
 
   add<S extends GaugeSpec>(spec: S, labels: LabelsOf<S>, delta: number): void {

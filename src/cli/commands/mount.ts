@@ -12,6 +12,7 @@ import type { Command } from 'commander';
 import { resolve } from 'node:path';
 import { tmpdir } from 'node:os';
 import { KnowledgeError } from '../../core/errors.js';
+import { parseListenAddress } from '../../core/listen-address.js';
 import { defaultSocketPath } from '../../core/socket-path.js';
 import { parseDuration, parseSize, formatDurationFlag, formatSizeFlag } from '../../core/units.js';
 import { keepYoungGenerationSmall } from '../../daemon/heap.js';
@@ -38,6 +39,7 @@ interface MountFlags {
   requestTimeout: number;
   socket?: string;
   allowOther?: boolean;
+  metricsListen?: string;
 }
 
 /**
@@ -71,6 +73,7 @@ export function registerMount(program: Command, ctx: CliContext, result: Command
     .addOption(parsedOption('--sync-interval <duration>', 'poll the plan at most this often; changes reach ls within about this long', parseDuration, d.syncIntervalMs, formatDurationFlag(d.syncIntervalMs)))
     .addOption(parsedOption('--request-timeout <duration>', 'bound on every control-plane call and every open; past it → EIO', parseDuration, d.requestTimeoutMs, formatDurationFlag(d.requestTimeoutMs)))
     .option('--socket <path>', 'local control socket for read/manifest/reminder (default: $KNOWLEDGEFS_SOCKET or the standard path); its directory is created 0700, and refused if another user owns or may write it')
+    .option('--metrics-listen <host:port>', 'serve the daemon\'s Prometheus metrics (GET /metrics) on this address, without a token (default: none; `knowledgefs status` shows the same numbers)')
     .option('--allow-other', 'let other users use the mount (a non-root agent user); needs user_allow_other in /etc/fuse.conf unless root')
     .addHelpText(
       'after',
@@ -83,6 +86,7 @@ Examples:
   knowledgefs mount ./knowledge --server http://127.0.0.1:7420 --token-file /run/secrets/kfs-token --grant-ttl 0`,
     )
     .action(async (mountpoint: string, flags: MountFlags) => {
+      const metricsListen = flags.metricsListen === undefined ? undefined : parseListenAddress(flags.metricsListen, '--metrics-listen');
       const token = await resolveToken(flags, ctx);
       keepYoungGenerationSmall(process.execArgv, process.env.NODE_OPTIONS);
       const stop = ctx.stopSignal();
@@ -101,6 +105,7 @@ Examples:
           requestTimeoutMs: flags.requestTimeout,
           socketPath: flags.socket ?? defaultSocketPath(ctx.env, process.getuid?.() ?? 0, tmpdir()),
           allowOther: flags.allowOther === true,
+          metricsListen,
         },
         {
           out: (line) => ctx.stdout.write(`${line}\n`),
