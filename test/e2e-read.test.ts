@@ -72,7 +72,7 @@ function kfs(m: MountHandle, args: string[], cwd = m.dir): Promise<RunResult> {
 }
 
 const ls = async (m: MountHandle, sub = '') => (await run('ls', [join('knowledge', sub)], { cwd: m.dir })).stdout.split('\n').filter(Boolean);
-const readSetOf = (sessionId: string) => (cp.cp.registry.get(sessionId)?.readSet ?? []).map((e) => e.path);
+const readSetOf = (sessionId: string) => (cp.cp.sessions.cached(sessionId)?.readSet ?? []).map((e) => e.path);
 
 fuseSuite('read tool end to end', () => {
   it('personal session: read loads and mounts an eligible team; a team the creator is not in reads like a missing file', async () => {
@@ -121,7 +121,7 @@ fuseSuite('read tool end to end', () => {
       expect(await ls(m)).toEqual(['account', 'team_payments', 'team_search']);
 
       expect(readSetOf(sessionId)).toEqual(['team_search/DUTY.md', 'team_search/runbooks/cluster-red.md']);
-      expect(cp.cp.registry.get(sessionId)?.mounted).toEqual(['search']);
+      expect(cp.cp.sessions.cached(sessionId)?.mounted).toEqual(['search']);
     } finally {
       await m.stop();
     }
@@ -163,7 +163,7 @@ fuseSuite('read tool end to end', () => {
       }
       expect(await ls(m)).toEqual(['account', 'team_payments']);
       expect(readSetOf(sessionId)).toEqual(['account/DUTY.md', 'team_payments/DUTY.md']);
-      expect(cp.cp.registry.get(sessionId)?.mounted).toEqual([]);
+      expect(cp.cp.sessions.cached(sessionId)?.mounted).toEqual([]);
     } finally {
       await members.setMode({ kind: 'ok' });
       await m.stop();

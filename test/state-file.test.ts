@@ -145,7 +145,7 @@ describe('SessionRegistry on the journal', () => {
     await registry.close();
 
     const reopened = await SessionRegistry.open(fileStateStore<PersistedState, StateChange>(file));
-    const back = reopened.get(record.id);
+    const back = reopened.cached(record.id);
     expect(back?.mounted).toEqual(['x']);
     expect(back?.readSet).toEqual([entry('account/b.md', 'b'), entry('account/a.md', 'c'), entry('team_x/DUTY.md', 'd')]);
     await reopened.close();
@@ -167,8 +167,8 @@ describe('SessionRegistry on the journal', () => {
     expect(box.commits).toBe(before + 1);
     await registry.close();
     const reopened = await SessionRegistry.open(fileStateStore<PersistedState, StateChange>(file));
-    expect(reopened.get(record.id)?.readSet).toEqual([entry('account/a.md', 'a')]);
-    expect(reopened.get(record.id)?.mounted).toEqual([]);
+    expect(reopened.cached(record.id)?.readSet).toEqual([entry('account/a.md', 'a')]);
+    expect(reopened.cached(record.id)?.mounted).toEqual([]);
     await reopened.close();
   });
 
@@ -182,8 +182,8 @@ describe('SessionRegistry on the journal', () => {
     expect(box.commits - before).toBeLessThan(20);
     await registry.close();
     const reopened = await SessionRegistry.open(fileStateStore<PersistedState, StateChange>(file));
-    expect(reopened.get(record.id)?.readSet).toHaveLength(20);
-    expect(reopened.get(record.id)?.mounted).toEqual(['t0', 't4', 't8', 't12', 't16']);
+    expect(reopened.cached(record.id)?.readSet).toHaveLength(20);
+    expect(reopened.cached(record.id)?.mounted).toEqual(['t0', 't4', 't8', 't12', 't16']);
     await reopened.close();
   });
 });

@@ -45,7 +45,7 @@ export async function createSessionRoute(ctx: RouteContext, body: Buffer): Promi
   if (answer.status === 'error') {
     return errorResponse('membership_unavailable', `cannot check user "${request.creator}": ${answer.error}`);
   }
-  const { record, token } = await ctx.registry.create(request, new Date(ctx.options.now()).toISOString());
+  const { record, token } = await ctx.sessions.create(request, new Date(ctx.options.now()).toISOString());
   const response: CreateSessionResponse = {
     sessionId: record.id,
     token,
@@ -64,7 +64,7 @@ export async function revokeSessionRoute(ctx: RouteContext, rawId: string): Prom
   } catch {
     bad('invalid session id');
   }
-  if (!(await ctx.registry.revoke(id))) return errorResponse('not_found', `no such session: ${id}`);
+  if (!(await ctx.sessions.revoke(id))) return errorResponse('not_found', `no such session: ${id}`);
   ctx.options.log(`session ${id} revoked`);
   return empty(204);
 }

@@ -50,7 +50,16 @@ export function errorResponse(code: ErrorCode, message: string, headers: Record<
 }
 
 export function fromError(err: KnowledgeError): ApiResponse {
-  return errorResponse(err.code, err.message, err.code === 'unauthorized' ? { 'www-authenticate': 'Bearer' } : {});
+  return errorResponse(err.code, err.message, headersFor(err.code));
+}
+
+/** Seconds a client should wait before retrying an `unavailable` answer (state or storage unreachable). */
+export const RETRY_AFTER_SECONDS = 1;
+
+function headersFor(code: ErrorCode): Record<string, string> {
+  if (code === 'unauthorized') return { 'www-authenticate': 'Bearer' };
+  if (code === 'unavailable') return { 'retry-after': String(RETRY_AFTER_SECONDS) };
+  return {};
 }
 
 /** The one answer for "no such file" — also a personal session's denial. */

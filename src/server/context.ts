@@ -12,12 +12,13 @@ import { teamDenialMessage } from './guidance.js';
 import type { MembershipSource } from './membership.js';
 import type { ResolvedOptions } from './options.js';
 import type { PackStore } from './pack-store.js';
-import type { SessionRecord, SessionRegistry } from './session-registry.js';
+import type { SessionRecord } from './session-registry.js';
+import type { SessionState } from './session-state.js';
 
 export interface RouteContext {
   readonly options: ResolvedOptions;
   readonly store: PackStore;
-  readonly registry: SessionRegistry;
+  readonly sessions: SessionState;
   readonly membership: MembershipSource;
   readonly directory: DirectorySource;
   readonly audit: AuditSink;

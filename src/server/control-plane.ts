@@ -33,15 +33,20 @@ import { resolveOptions, type ControlPlaneOptions, type ResolvedOptions } from '
 import type { PackStore } from './pack-store.js';
 import { RescanLoop } from './rescan-loop.js';
 import { createRouter, type Handler } from './router.js';
-import { SessionRegistry, type PersistedState, type StateChange } from './session-registry.js';
-import { fileStateStore, type StateStore } from './state-file.js';
+import { openSessionState } from './open-session-state.js';
+import type { PersistedState, StateChange } from './session-registry.js';
+import type { SessionState } from './session-state.js';
+import type { StateStore } from './state-file.js';
 
 /** Replaceable parts, for tests that wrap the real ones (count calls, inject faults). */
 export interface ControlPlaneDeps {
   readonly wrapPackStore?: (store: PackStore) => PackStore;
   readonly membership?: MembershipSource;
   readonly wrapMembership?: (source: MembershipSource) => MembershipSource;
+  /** The state file's store (embedded mode), e.g. wrapped to fail. */
   readonly stateStore?: StateStore<PersistedState, StateChange>;
+  /** Wraps the session state, whichever it is (tests count calls, inject faults). */
+  readonly wrapSessions?: (sessions: SessionState) => SessionState;
   readonly audit?: AuditSink;
   /** Replaces fs.watch for the data-dir watch (tests make it fail). */
   readonly watch?: WatchFunction;
@@ -52,7 +57,7 @@ export interface ControlPlane {
   readonly server: Server;
   readonly handler: Handler;
   readonly store: DirPackStore;
-  readonly registry: SessionRegistry;
+  readonly sessions: SessionState;
   readonly directory: DirectorySource;
   readonly audit: AuditSink;
   /** This control plane's metrics (what `GET /metrics` answers). */
@@ -112,7 +117,8 @@ export async function createControlPlaneServer(input: ControlPlaneOptions, deps:
   await timedScan('full', () => store.scan());
   // directory.json was read before its directory was watched.
   await directory.refresh();
-  const registry = await SessionRegistry.open(deps.stateStore ?? fileStateStore<PersistedState, StateChange>(options.stateFile));
+  const opened = await openSessionState(options, deps.stateStore);
+  const sessions = deps.wrapSessions ? deps.wrapSessions(opened) : opened;
   let membership =
     deps.membership ??
     (options.membershipUrl !== undefined
@@ -124,7 +130,7 @@ export async function createControlPlaneServer(input: ControlPlaneOptions, deps:
   const ctx: RouteContext = {
     options,
     store: deps.wrapPackStore ? deps.wrapPackStore(store) : store,
-    registry,
+    sessions,
     membership,
     directory,
     audit,
@@ -132,7 +138,7 @@ export async function createControlPlaneServer(input: ControlPlaneOptions, deps:
     exposition: metrics,
   };
   metrics.beforeScrape(() => {
-    const sessions = registry.stats();
+    const sessions = ctx.sessions.stats();
     metrics.set(M.sessions, { kind: 'team' }, sessions.team);
     metrics.set(M.sessions, { kind: 'personal' }, sessions.personal);
     metrics.set(M.mountedTeams, {}, sessions.mountedTeams);
@@ -171,7 +177,7 @@ export async function createControlPlaneServer(input: ControlPlaneOptions, deps:
     server,
     handler,
     store,
-    registry,
+    sessions,
     directory,
     audit,
     metrics,
@@ -191,7 +197,7 @@ export async function createControlPlaneServer(input: ControlPlaneOptions, deps:
       await serverClosed;
       clearTimeout(force);
       await scanEnded;
-      await registry.close();
+      await sessions.close();
       await audit.close();
     },
   };

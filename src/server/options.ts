@@ -8,8 +8,15 @@ import { KnowledgeError } from '../core/errors.js';
 export interface ControlPlaneOptions {
   /** Data directory: `directory.json`, `account/`, `teams/<id>/`. Required. */
   readonly dataDir: string;
-  /** Session state file. Default `<dataDir>/.knowledgefs/state.json`. */
+  /** Session state file. Default `<dataDir>/.knowledgefs/state.json`. Unused with `stateUrl`. */
   readonly stateFile?: string;
+  /**
+   * Session state in PostgreSQL (`postgres://…` or `postgresql://…`) instead
+   * of the state file: what lets several replicas share sessions.
+   */
+  readonly stateUrl?: string | undefined;
+  /** Heartbeat of the PostgreSQL notification connection; revocations reach every replica within twice this. Default 1 000 ms. */
+  readonly stateHeartbeatMs?: number;
   /** Admin bearer token. Required (the CLI resolves flag / env / generated file). */
   readonly adminToken: string;
   /** External membership service; absent = memberships from directory.json. */
@@ -41,6 +48,8 @@ export interface ControlPlaneOptions {
 export interface ResolvedOptions {
   readonly dataDir: string;
   readonly stateFile: string;
+  readonly stateUrl: string | undefined;
+  readonly stateHeartbeatMs: number;
   readonly adminToken: string;
   readonly membershipUrl: string | undefined;
   readonly membershipTimeoutMs: number;
@@ -64,7 +73,13 @@ export const DEFAULTS = {
   maxBodyBytes: 64 * 1024,
   maxWaitMs: 30_000,
   pollIntervalMs: 250,
+  stateHeartbeatMs: 1_000,
 } as const;
+
+/** True for the URLs `stateUrl` takes; anything else given to --state is a file path. */
+export function isStateUrl(text: string): boolean {
+  return /^postgres(ql)?:\/\//i.test(text);
+}
 
 /** `<dataDir>/.knowledgefs`: state, audit log and generated admin token live here by default. */
 export function internalDir(dataDir: string): string {
@@ -95,9 +110,20 @@ export function resolveOptions(o: ControlPlaneOptions): ResolvedOptions {
       throw new KnowledgeError('config', `--membership-url: expected http:// or https://, got ${url.protocol}`);
     }
   }
+  if (o.stateUrl !== undefined) {
+    let ok = isStateUrl(o.stateUrl);
+    try {
+      new URL(o.stateUrl);
+    } catch {
+      ok = false;
+    }
+    if (!ok) throw new KnowledgeError('config', 'the session-state URL must look like postgres://USER@HOST:PORT/DATABASE');
+  }
   return {
     dataDir: o.dataDir,
     stateFile: o.stateFile ?? join(internalDir(o.dataDir), 'state.json'),
+    stateUrl: o.stateUrl,
+    stateHeartbeatMs: positive('--state-heartbeat', o.stateHeartbeatMs, DEFAULTS.stateHeartbeatMs),
     adminToken: o.adminToken,
     membershipUrl: o.membershipUrl?.replace(/\/+$/, ''),
     membershipTimeoutMs: positive('--membership-timeout', o.membershipTimeoutMs, DEFAULTS.membershipTimeoutMs),

@@ -30,18 +30,18 @@ export function createRouter(ctx: RouteContext): Handler {
   const adminHash = sha(ctx.options.adminToken);
   const isAdmin = (token: string | null): boolean => token !== null && timingSafeEqual(sha(token), adminHash);
 
-  const requireAdmin = (req: ApiRequest): void => {
+  const requireAdmin = async (req: ApiRequest): Promise<void> => {
     const token = bearer(req.authorization);
     if (isAdmin(token)) return;
-    if (token !== null && ctx.registry.authenticate(token) !== null) {
+    if (token !== null && (await ctx.sessions.authenticate(token)) !== null) {
       throw new KnowledgeError('forbidden', 'this route needs the admin token; a runner token is not enough');
     }
     throw new KnowledgeError('unauthorized', 'missing or invalid admin token (Authorization: Bearer <admin token>)');
   };
 
-  const requireRunner = (req: ApiRequest): SessionRecord => {
+  const requireRunner = async (req: ApiRequest): Promise<SessionRecord> => {
     const token = bearer(req.authorization);
-    const session = token === null ? null : ctx.registry.authenticate(token);
+    const session = token === null ? null : await ctx.sessions.authenticate(token);
     if (session !== null) return session;
     if (isAdmin(token)) throw new KnowledgeError('forbidden', 'runner routes need a session token, not the admin token');
     throw new KnowledgeError('unauthorized', 'missing, invalid or revoked session token (Authorization: Bearer <token>)');
@@ -55,19 +55,19 @@ export function createRouter(ctx: RouteContext): Handler {
       return { status: 200, headers: { 'content-type': ctx.exposition.contentType }, body: await ctx.exposition.text() };
     }
     if (rawPath === '/v1/admin/sessions' && method === 'POST') {
-      requireAdmin(req);
+      await requireAdmin(req);
       return createSessionRoute(ctx, req.body);
     }
     if (rawPath.startsWith('/v1/admin/sessions/') && method === 'DELETE') {
-      requireAdmin(req);
+      await requireAdmin(req);
       return revokeSessionRoute(ctx, rawPath.slice('/v1/admin/sessions/'.length));
     }
     if (rawPath.startsWith('/v1/admin/')) {
-      requireAdmin(req);
+      await requireAdmin(req);
       return errorResponse('not_found', `no route ${method} ${rawPath}`);
     }
     if (!rawPath.startsWith('/v1/')) return errorResponse('not_found', `no route ${method} ${rawPath}`);
-    const session = requireRunner(req);
+    const session = await requireRunner(req);
     if (method === 'GET' && rawPath === '/v1/session') return jsonResponse(200, sessionView(session));
     if (method === 'GET' && rawPath === '/v1/plan') return planRoute(ctx, session, req);
     if (method === 'GET' && rawPath.startsWith('/v1/files/')) return filesRoute(ctx, session, rawPath.slice('/v1/files/'.length));

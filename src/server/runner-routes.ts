@@ -77,7 +77,7 @@ export async function readRoute(ctx: RouteContext, session: SessionRecord, req: 
   const small = ctx.store.readSmallSync?.(scope, path);
   const file = small !== undefined ? small : await ctx.store.read(scope, path);
   if (file === null) return notFound(what);
-  const mounted = await ctx.registry.recordRead(session, { path: what, sha256: file.sha256 }, mountTeam);
+  const mounted = await ctx.sessions.recordRead(session, { path: what, sha256: file.sha256 }, mountTeam);
   const body: ReadResponse = {
     path: what,
     sha256: file.sha256,
@@ -152,7 +152,7 @@ export async function reminderRoute(ctx: RouteContext, session: SessionRecord, r
       return findFile(ctx.store.snapshot(scope), p.slice(slash + 1))?.sha256 ?? null;
     },
   });
-  await ctx.registry.replaceReadSet(session, reminder.nextReadSet);
+  await ctx.sessions.replaceReadSet(session, reminder.nextReadSet);
   const body: ReminderResponse = { text: reminder.text, date, changed: reminder.changed, deleted: reminder.deleted };
   return jsonResponse(200, body);
 }

@@ -16,6 +16,7 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { KnowledgeError } from '../core/errors.js';
 import type { SessionKind } from '../core/policy.js';
+import type { NewSession, SessionState, SessionStats } from './session-state.js';
 import type { StateStore } from './state-file.js';
 
 export interface ReadSetEntry {
@@ -86,8 +87,10 @@ function replay(byId: Map<string, SessionRecord>, change: StateChange): void {
   }
 }
 
-export class SessionRegistry {
+/** The embedded mode's session state: every session in memory, changes journalled to a local file. */
+export class SessionRegistry implements SessionState {
   private readonly byId = new Map<string, SessionRecord>();
+  private readonly listeners = new Set<(sessionId: string) => void>();
   private readonly byTokenHash = new Map<string, SessionRecord>();
   private chain: Promise<void> = Promise.resolve();
   private pending: Promise<void> | null = null;
@@ -98,10 +101,14 @@ export class SessionRegistry {
   /** The generation every change up to which is durable. */
   private durableGeneration = 0;
 
-  private constructor(private readonly store: StateStore<PersistedState, StateChange>) {}
+  private constructor(
+    private readonly store: StateStore<PersistedState, StateChange>,
+    private readonly where: string,
+  ) {}
 
-  static async open(store: StateStore<PersistedState, StateChange>): Promise<SessionRegistry> {
-    const registry = new SessionRegistry(store);
+  /** `where` names the storage in the start-up log line (the state file). */
+  static async open(store: StateStore<PersistedState, StateChange>, where = 'the state file'): Promise<SessionRegistry> {
+    const registry = new SessionRegistry(store, where);
     const loaded = await store.load();
     const byId = new Map<string, SessionRecord>();
     for (const s of loaded?.snapshot?.sessions ?? []) byId.set(s.id, copyRecord(s));
@@ -117,8 +124,7 @@ export class SessionRegistry {
     return this.byId.size;
   }
 
-  /** Live (not revoked) sessions by kind, and the teams they have mounted: for metrics. */
-  stats(): { team: number; personal: number; mountedTeams: number } {
+  stats(): SessionStats {
     const stats = { team: 0, personal: 0, mountedTeams: 0 };
     for (const record of this.byId.values()) {
       if (record.revoked) continue;
@@ -128,8 +134,21 @@ export class SessionRegistry {
     return stats;
   }
 
+  async describe(): Promise<string> {
+    return `${this.byId.size} sessions in ${this.where}`;
+  }
+
+  onChange(listener: (sessionId: string) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  async authenticate(token: string): Promise<SessionRecord | null> {
+    return this.authenticateSync(token);
+  }
+
   /** The live session holding `token`, or null. Revoked sessions never match. */
-  authenticate(token: string): SessionRecord | null {
+  authenticateSync(token: string): SessionRecord | null {
     const presented = Buffer.from(hashToken(token), 'hex');
     const record = this.byTokenHash.get(presented.toString('hex'));
     if (record === undefined) return null;
@@ -138,11 +157,11 @@ export class SessionRegistry {
     return record.revoked ? null : record;
   }
 
-  get(id: string): SessionRecord | undefined {
+  cached(id: string): SessionRecord | undefined {
     return this.byId.get(id);
   }
 
-  async create(input: { kind: SessionKind; creator: string; team?: string | undefined }, createdAt: string): Promise<{ record: SessionRecord; token: string }> {
+  async create(input: NewSession, createdAt: string): Promise<{ record: SessionRecord; token: string }> {
     const token = newToken();
     const record: SessionRecord = {
       id: `ses_${randomBytes(12).toString('hex')}`,
@@ -175,6 +194,7 @@ export class SessionRegistry {
     if (!record.revoked) {
       // Revocation takes effect at once, even if saving it fails (fail closed).
       record.revoked = true;
+      this.notify(id);
       await this.changed({ kind: 'revoke', id });
     }
     return true;
@@ -199,6 +219,7 @@ export class SessionRegistry {
       this.generation++;
       throw err;
     }
+    this.notify(record.id);
     return mounts;
   }
 
@@ -209,6 +230,10 @@ export class SessionRegistry {
     if (same) return;
     record.readSet = next;
     await this.changed({ kind: 'readSet', id: record.id, readSet: next });
+  }
+
+  private notify(sessionId: string): void {
+    for (const listener of this.listeners) listener(sessionId);
   }
 
   /** Ends pending commits and releases the state store. */

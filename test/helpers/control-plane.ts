@@ -92,6 +92,8 @@ export interface SpawnOptions {
   /** Port to listen on; default a free one (kept across restarts). */
   readonly port?: number;
   readonly env?: Readonly<Record<string, string>>;
+  /** Admin token; default a fresh one (replicas of one deployment share theirs). */
+  readonly adminToken?: string;
 }
 
 export interface SpawnedControlPlane {
@@ -115,7 +117,7 @@ export async function spawnControlPlane(options: SpawnOptions): Promise<SpawnedC
   if (!existsSync(join(REPO_ROOT, 'dist', 'cli', 'main.js'))) {
     throw new Error('dist/ is missing: run `npm run build` before tests that spawn the CLI');
   }
-  const adminToken = `kfsadmin_test_${randomBytes(16).toString('hex')}`;
+  const adminToken = options.adminToken ?? `kfsadmin_test_${randomBytes(16).toString('hex')}`;
   const args = [...(options.args ?? [])];
   if (!args.includes('--scan-interval')) args.push('--scan-interval', '200ms');
   let port = options.port ?? 0;

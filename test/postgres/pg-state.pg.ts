@@ -1,0 +1,258 @@
+// Session state in a real PostgreSQL, shared by control-plane replicas that
+// run in this process: migrations (twice, concurrently, a newer schema),
+// any replica answering any session, mounts through one replica in plans of
+// another (long-polls woken), revocation within the stated bound, and
+// PostgreSQL going away (fail closed with 503 + Retry-After, then recovery
+// with nothing acknowledged lost).
+
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import pg from 'pg';
+import { loadMigrations, migrate } from '../../src/server/pg-migrations.js';
+import { makeDataDir, removeDataDir } from '../helpers/data-dir.js';
+import { startControlPlane, type TestControlPlane } from '../helpers/control-plane.js';
+import { startPostgres, type PgCluster } from '../helpers/postgres.js';
+
+let pgc: PgCluster;
+let dir: string;
+const HEARTBEAT_MS = 200;
+const ADMIN = 'kfsadmin_replicas_0123456789abcdef';
+const opened: TestControlPlane[] = [];
+
+beforeAll(async () => {
+  pgc = await startPostgres();
+  dir = await makeDataDir({
+    teams: { payments: 'Payments', search: 'Search', ledger: 'Ledger' },
+    users: { alice: { teams: ['payments', 'search', 'ledger'] } },
+    files: {
+      'account/DUTY.md': '# Account\n',
+      'teams/payments/DUTY.md': '# Payments\n',
+      'teams/search/DUTY.md': '# Search\n',
+      'teams/search/runbooks/reindex.md': 'reindex steps\n',
+      'teams/ledger/DUTY.md': '# Ledger\n',
+    },
+  });
+});
+
+afterAll(async () => {
+  for (const cp of opened) await cp.close().catch(() => undefined);
+  await pgc?.destroy();
+  if (dir !== undefined) await removeDataDir(dir);
+});
+
+async function replica(database: string, extra: { stateHeartbeatMs?: number } = {}): Promise<TestControlPlane> {
+  const cp = await startControlPlane({
+    dataDir: dir,
+    adminToken: ADMIN,
+    stateUrl: pgc.url(database),
+    stateHeartbeatMs: extra.stateHeartbeatMs ?? HEARTBEAT_MS,
+    auditLog: `${dir}/.knowledgefs/audit-${opened.length}.log`,
+  });
+  opened.push(cp);
+  return cp;
+}
+
+const auth = (token: string) => ({ authorization: `Bearer ${token}` });
+
+async function readVia(url: string, token: string, path: string, mount = true) {
+  return fetch(`${url}/v1/read`, { method: 'POST', headers: auth(token), body: JSON.stringify({ path, mount }) });
+}
+
+async function plan(url: string, token: string, headers: Record<string, string> = {}, query = '') {
+  return fetch(`${url}/v1/plan${query}`, { headers: { ...auth(token), ...headers } });
+}
+
+async function until<T>(what: string, probe: () => Promise<T>, ok: (v: T) => boolean, ms = 10_000): Promise<T> {
+  const deadline = Date.now() + ms;
+  let last = await probe();
+  while (!ok(last)) {
+    if (Date.now() > deadline) throw new Error(`${what}: still ${JSON.stringify(last)} after ${ms} ms`);
+    await new Promise((r) => setTimeout(r, 25));
+    last = await probe();
+  }
+  return last;
+}
+
+describe('migrations', () => {
+  it('run concurrently from five replicas and again: each file applied exactly once', async () => {
+    const url = await pgc.createDatabase('migrate_concurrent');
+    const migrations = await loadMigrations();
+    expect(migrations.length).toBeGreaterThan(0);
+    const clients = await Promise.all(
+      Array.from({ length: 5 }, async () => {
+        const c = new pg.Client({ connectionString: url });
+        await c.connect();
+        return c;
+      }),
+    );
+    try {
+      const applied = await Promise.all(clients.map((c) => migrate(c, migrations)));
+      // Exactly one replica applied the migrations; the others found them done.
+      expect(applied.filter((a) => a.length > 0)).toEqual([migrations.map((m) => m.name)]);
+      expect(await migrate(clients[0] as pg.Client, migrations)).toEqual([]);
+      const rows = await pgc.sql<{ version: number }>('SELECT version FROM knowledgefs_schema_migrations ORDER BY version', [], 'migrate_concurrent');
+      expect(rows.map((r) => r.version)).toEqual(migrations.map((m) => m.version));
+    } finally {
+      await Promise.all(clients.map((c) => c.end()));
+    }
+  });
+
+  it('a schema newer than this release is refused at start, naming both versions', async () => {
+    await pgc.createDatabase('migrate_newer');
+    await pgc.sql('CREATE TABLE knowledgefs_schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())', [], 'migrate_newer');
+    await pgc.sql("INSERT INTO knowledgefs_schema_migrations (version, name) VALUES (999, '999_future.sql')", [], 'migrate_newer');
+    await expect(replica('migrate_newer')).rejects.toThrow(/schema is at version 999, newer than this knowledgefs knows \(1\)/);
+  });
+
+  it('a failing migration is rolled back whole and names the file', async () => {
+    const url = await pgc.createDatabase('migrate_broken');
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    try {
+      const broken = [{ version: 1, name: '001_broken.sql', sql: 'CREATE TABLE half_done (x int); SELECT no_such_function();' }];
+      await expect(migrate(client, broken)).rejects.toThrow(/migration 001_broken.sql failed: .*no_such_function/);
+      const left = await client.query("SELECT to_regclass('half_done') AS t, (SELECT count(*) FROM knowledgefs_schema_migrations) AS n");
+      expect(left.rows[0]).toEqual({ t: null, n: '0' });
+    } finally {
+      await client.end();
+    }
+  });
+});
+
+describe('replicas sharing PostgreSQL state', () => {
+  let a: TestControlPlane;
+  let b: TestControlPlane;
+
+  beforeAll(async () => {
+    await pgc.createDatabase('replicas');
+    [a, b] = await Promise.all([replica('replicas'), replica('replicas')]);
+  });
+
+  it('a session created through A works through B; state holds only token hashes', async () => {
+    const s = await a.createSession({ kind: 'personal', creator: 'alice', team: 'payments' });
+    const view = await fetch(`${b.url}/v1/session`, { headers: auth(s.token) });
+    expect(view.status).toBe(200);
+    expect(await view.json()).toMatchObject({ sessionId: s.sessionId, creator: 'alice', team: 'payments', mounted: [] });
+    const dump = await pgc.sql('SELECT * FROM knowledgefs_sessions', [], 'replicas');
+    expect(JSON.stringify(dump)).not.toContain(s.token);
+    expect(JSON.stringify(dump)).toContain(s.sessionId);
+  });
+
+  it('mount through A, plan through B: the team is in the next plan, and a long-poll on B wakes', async () => {
+    const s = await a.createSession({ kind: 'personal', creator: 'alice', team: 'payments' });
+    const first = await plan(b.url, s.token, {}, '?threshold=0');
+    expect(first.status).toBe(200);
+    const etag = first.headers.get('etag') as string;
+    expect(((await first.json()) as { mounted: string[] }).mounted).toEqual([]);
+    // A long-poll on B, then the mount through A.
+    const polling = plan(b.url, s.token, { 'if-none-match': etag }, '?threshold=0&wait=20');
+    await new Promise((r) => setTimeout(r, 200));
+    const started = Date.now();
+    const res = await readVia(a.url, s.token, 'team_search/runbooks/reindex.md');
+    expect(res.status).toBe(200);
+    expect(await res.json()).toMatchObject({ mounted: true });
+    const woken = await polling;
+    expect(woken.status).toBe(200);
+    expect(Date.now() - started).toBeLessThan(5_000);
+    const body = (await woken.json()) as { mounted: string[]; scopes: { scope: string }[] };
+    expect(body.mounted).toEqual(['search']);
+    expect(body.scopes.map((x) => x.scope)).toContain('team_search');
+    // The next plan from B (no etag) shows it too, and B's session view.
+    const next = (await (await plan(b.url, s.token, {}, '?threshold=0')).json()) as { mounted: string[] };
+    expect(next.mounted).toEqual(['search']);
+  });
+
+  it('concurrent mounts of the same team through both replicas: mounted once, one of them reports the mount', async () => {
+    const s = await a.createSession({ kind: 'personal', creator: 'alice' });
+    const answers = await Promise.all([
+      readVia(a.url, s.token, 'team_ledger/DUTY.md'),
+      readVia(b.url, s.token, 'team_ledger/DUTY.md'),
+      readVia(a.url, s.token, 'team_search/DUTY.md'),
+      readVia(b.url, s.token, 'team_search/runbooks/reindex.md'),
+    ]);
+    const bodies = (await Promise.all(answers.map((r) => r.json()))) as { mounted: boolean }[];
+    expect(answers.map((r) => r.status)).toEqual([200, 200, 200, 200]);
+    expect(bodies.filter((x, i) => i < 2 && x.mounted).length).toBe(1);
+    expect(bodies.filter((x, i) => i >= 2 && x.mounted).length).toBe(1);
+    const rows = await pgc.sql<{ mounted: string[] }>('SELECT mounted FROM knowledgefs_sessions WHERE id = $1', [s.sessionId], 'replicas');
+    expect([...(rows[0]?.mounted ?? [])].sort()).toEqual(['ledger', 'search']);
+    // Both replicas converge on the same read set and mounts.
+    for (const cp of [a, b]) {
+      await until('read set on a replica', async () => cp.cp.sessions.cached(s.sessionId)?.readSet.length, (n) => n === 3);
+      expect([...(cp.cp.sessions.cached(s.sessionId)?.mounted ?? [])].sort()).toEqual(['ledger', 'search']);
+    }
+  });
+
+  it('a revocation through A is refused by B within the stated bound (2 × heartbeat), and ends a long-poll there', async () => {
+    const s = await a.createSession({ kind: 'personal', creator: 'alice' });
+    expect((await fetch(`${b.url}/v1/session`, { headers: auth(s.token) })).status).toBe(200);
+    const first = await plan(b.url, s.token);
+    const polling = plan(b.url, s.token, { 'if-none-match': first.headers.get('etag') as string }, '?wait=20');
+    await new Promise((r) => setTimeout(r, 100));
+    const revokedAt = Date.now();
+    const del = await fetch(`${a.url}/v1/admin/sessions/${s.sessionId}`, { method: 'DELETE', headers: auth(ADMIN) });
+    expect(del.status).toBe(204);
+    await until('B refusing the revoked token', async () => (await fetch(`${b.url}/v1/session`, { headers: auth(s.token) })).status, (st) => st === 401, 2 * HEARTBEAT_MS + 1_000);
+    expect(Date.now() - revokedAt).toBeLessThan(2 * HEARTBEAT_MS + 1_000);
+    const ended = await polling;
+    expect(ended.status).toBe(304);
+    expect(Date.now() - revokedAt).toBeLessThan(5_000);
+  });
+
+  it('the reminder through B reports a change after a read through A', async () => {
+    const s = await a.createSession({ kind: 'personal', creator: 'alice' });
+    expect((await readVia(a.url, s.token, 'team_ledger/DUTY.md', false)).status).toBe(200);
+    const { writeDataFile } = await import('../helpers/data-dir.js');
+    await writeDataFile(dir, 'teams/ledger/DUTY.md', '# Ledger, edited\n');
+    await Promise.all([a.rescan(), b.rescan()]);
+    const remind = async (url: string) => (await (await fetch(`${url}/v1/reminder?today=2026-01-01`, { headers: auth(s.token) })).json()) as { changed: string[] };
+    expect((await remind(b.url)).changed).toEqual(['team_ledger/DUTY.md']);
+    // Reported once: neither replica reports it again.
+    await until('A seeing the reminder update', async () => a.cp.sessions.cached(s.sessionId)?.readSet[0]?.sha256, (sha) => sha !== undefined && sha === b.cp.sessions.cached(s.sessionId)?.readSet[0]?.sha256);
+    expect((await remind(a.url)).changed).toEqual([]);
+    expect((await remind(b.url)).changed).toEqual([]);
+  });
+});
+
+describe('PostgreSQL unreachable', () => {
+  it('at start: the replica refuses to start, naming PostgreSQL and the reason, without the password', async () => {
+    const closedPort = pgc.port + 1 === 65536 ? 1 : pgc.port + 1;
+    await expect(
+      startControlPlane({ dataDir: dir, adminToken: ADMIN, stateUrl: `postgres://kfs:hunter2secret@127.0.0.1:${closedPort}/x` }),
+    ).rejects.toThrow(/session state: cannot connect to PostgreSQL at postgres:\/\/kfs@127\.0\.0\.1:\d+\/x: .*ECONNREFUSED/);
+    await expect(
+      startControlPlane({ dataDir: dir, adminToken: ADMIN, stateUrl: `postgres://kfs:hunter2secret@127.0.0.1:${closedPort}/x` }),
+    ).rejects.not.toThrow(/hunter2secret/);
+  });
+
+  it('while serving: fail closed with 503 + Retry-After within the bound, then recover with every acknowledgement kept', async () => {
+    await pgc.createDatabase('outage');
+    const a = await replica('outage');
+    const b = await replica('outage');
+    const s = await a.createSession({ kind: 'personal', creator: 'alice', team: 'payments' });
+    expect((await readVia(a.url, s.token, 'team_search/DUTY.md')).status).toBe(200);
+    await until('B knowing the mount', async () => (await (await fetch(`${b.url}/v1/session`, { headers: auth(s.token) })).json()) as { mounted: string[] }, (v) => v.mounted.length === 1);
+
+    await pgc.stop('fast');
+    const stoppedAt = Date.now();
+    for (const cp of [a, b]) {
+      const refused = await until('503 once PostgreSQL is gone', async () => fetch(`${cp.url}/v1/grants/account`, { headers: auth(s.token) }), (r) => r.status === 503, 2 * HEARTBEAT_MS + 2_000);
+      expect(refused.headers.get('retry-after')).toBe('1');
+      expect(((await refused.json()) as { error: { code: string; message: string } }).error).toMatchObject({
+        code: 'unavailable',
+        message: expect.stringMatching(/session state unavailable: lost contact with PostgreSQL at postgres:\/\/postgres@127\.0\.0\.1:\d+\/outage/),
+      });
+    }
+    expect(Date.now() - stoppedAt).toBeLessThan(2 * HEARTBEAT_MS + 2_000);
+    // Writes fail too, and are not acknowledged.
+    expect((await readVia(a.url, s.token, 'team_ledger/DUTY.md')).status).toBe(503);
+    expect((await a.createSession({ kind: 'personal', creator: 'alice' }).catch((e: Error) => e.message))).toMatch(/HTTP 503/);
+
+    await pgc.start();
+    for (const cp of [a, b]) {
+      const view = await until('recovery', async () => fetch(`${cp.url}/v1/session`, { headers: auth(s.token) }), (r) => r.status === 200, 15_000);
+      expect(((await view.json()) as { mounted: string[] }).mounted).toEqual(['search']);
+    }
+    expect(a.logs.join('\n')).toMatch(/lost the PostgreSQL notification connection/);
+    expect(a.logs.join('\n')).toMatch(/listening to PostgreSQL again/);
+  });
+});
