@@ -267,8 +267,8 @@ describe('without a working watch, the periodic rescan finds changes', () => {
     try {
       const deadline = Date.now() + 10_000;
       while (!(off.stderr.includes('serving ') && on.stderr.includes('serving ')) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-      expect(off.stderr).toMatch(/sessions; full rescan every 300ms\n/);
-      expect(on.stderr).toMatch(/sessions; watching \d+ directories, full rescan every 30s\n/);
+      expect(off.stderr).toMatch(/sessions in [^;]+; full rescan every 300ms\n/);
+      expect(on.stderr).toMatch(/sessions in [^;]+; watching \d+ directories, full rescan every 30s\n/);
     } finally {
       await off.kill();
       await on.kill();

@@ -51,7 +51,7 @@ export function createRouter(ctx: RouteContext): Handler {
     const { method, rawPath } = req;
     if (rawPath === '/healthz' && method === 'GET') return jsonResponse(200, { ok: true });
     if (rawPath === '/metrics' && method === 'GET') {
-      requireAdmin(req);
+      await requireAdmin(req);
       return { status: 200, headers: { 'content-type': ctx.exposition.contentType }, body: await ctx.exposition.text() };
     }
     if (rawPath === '/v1/admin/sessions' && method === 'POST') {
