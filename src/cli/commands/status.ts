@@ -12,7 +12,7 @@ import type { DaemonStatus } from '../../core/wire.js';
 import type { CliContext } from '../context.js';
 import { EXIT, EXIT_FOR_CODE } from '../exit-codes.js';
 import type { CommandResult } from '../main.js';
-import { SocketClient } from '../socket-client.js';
+import { KnowledgeClient } from '../../client/knowledge-client.js';
 import { resolveSocketPath, writeJsonError } from './socket-command.js';
 
 const count = (n: number) => n.toLocaleString('en-US');
@@ -73,7 +73,7 @@ Examples:
   knowledgefs status --json | jq .activity.sync.planAgeSeconds`,
     )
     .action(async (opts: { socket?: string; json?: boolean }) => {
-      const client = new SocketClient(resolveSocketPath(opts.socket, ctx));
+      const client = new KnowledgeClient({ socketPath: resolveSocketPath(opts.socket, ctx) });
       let status: DaemonStatus;
       try {
         status = await client.status();
@@ -84,6 +84,8 @@ Examples:
           return;
         }
         throw err;
+      } finally {
+        client.close();
       }
       ctx.stdout.write(opts.json ? `${JSON.stringify(status)}\n` : formatStatus(status));
       result.code = EXIT.ok;
