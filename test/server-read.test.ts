@@ -43,7 +43,7 @@ async function read(token: string, path: string, mount = true) {
   return { status: res.status, body: (await res.json()) as ReadResponse & { error?: { code: string; message: string } } };
 }
 /** The registry's own read set of a session (paths, in read order). */
-const readSetOf = (sessionId: string) => (cp.cp.registry.get(sessionId)?.readSet ?? []).map((e) => e.path);
+const readSetOf = (sessionId: string) => (cp.cp.sessions.cached(sessionId)?.readSet ?? []).map((e) => e.path);
 const getJson = async <T>(token: string, path: string): Promise<T> => (await (await fetch(`${cp.url}${path}`, { headers: auth(token) })).json()) as T;
 
 describe('POST /v1/read', () => {

@@ -280,7 +280,7 @@ describe('POST /v1/read with hostile paths and bodies', () => {
     );
     // The registry's read set holds successful reads only (a denied or missing path never enters it).
     for (const [who, session] of [['personal', personal], ['team', team]] as const) {
-      const readSet = (cp.cp.registry.get(session.sessionId)?.readSet ?? []).map((e) => e.path);
+      const readSet = (cp.cp.sessions.cached(session.sessionId)?.readSet ?? []).map((e) => e.path);
       expect(readSet.filter((path) => !succeeded[who].has(path)), `${who} read set`).toEqual([]);
     }
     expect(deniedScopeTouched()).toEqual([]);

@@ -148,7 +148,7 @@ fuseSuite('read tool with hostile paths', () => {
     expect(tally.get('ok') ?? 0, JSON.stringify([...tally])).toBeGreaterThan(0);
     expect(tally.get('not_found') ?? 0, JSON.stringify([...tally])).toBeGreaterThan(0);
     // The control plane's read set holds successful reads only, and some.
-    const readSet = (cp.cp.registry.get(sessionId)?.readSet ?? []).map((e) => e.path);
+    const readSet = (cp.cp.sessions.cached(sessionId)?.readSet ?? []).map((e) => e.path);
     expect(readSet.length).toBeGreaterThan(0);
     expect(readSet.filter((path) => !succeeded.has(path))).toEqual([]);
     const view = (await (await fetch(`${cp.url}/v1/session`, { headers: { authorization: `Bearer ${token}` } })).json()) as { mounted: string[] };
