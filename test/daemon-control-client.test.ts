@@ -13,6 +13,7 @@ import { KnowledgeError } from '../src/core/errors.js';
 import { buildPlan, snapshotScope } from '../src/core/plan.js';
 import { BATCH_CONTENT_TYPE } from '../src/core/wire.js';
 import { HttpControlClient } from '../src/daemon/control-client.js';
+import { waitFor } from './helpers/mount.js';
 
 type Handler = (req: IncomingMessage, res: ServerResponse, n: number) => void;
 
@@ -218,7 +219,8 @@ describe('HttpControlClient', () => {
     handler = () => undefined; // holds the plan request
     const ac = new AbortController();
     const pending = failure(client(60_000).plan({ threshold: 1, waitMs: 30_000, signal: ac.signal }));
-    await new Promise((r) => setTimeout(r, 100));
+    // Abort once the server holds the request, not after a guessed pause.
+    expect(await waitFor(() => hits.length === 1, 5000, 5)).toBe(true);
     ac.abort();
     expect(await pending).toMatchObject({ code: 'unavailable', message: 'request cancelled' });
     expect(hits).toHaveLength(1);

@@ -111,7 +111,11 @@ describe('metadata', () => {
   });
 
   it('statfs reports the tree size', () => {
-    expect(h.fs.statfs().files).toBe(4);
+    // 28 bytes in 4 files: one 4 KiB block; nothing free.
+    expect(h.fs.statfs()).toEqual({ bsize: 4096, frsize: 4096, blocks: 1, bfree: 0, bavail: 0, files: 4, ffree: 0, favail: 0, namemax: 255 });
+    h.client.put('team_x/big.bin', Buffer.alloc(10_000, 1));
+    h.setTree(Tree.fromPlan(h.client.currentPlan(), h.tree()));
+    expect(h.fs.statfs()).toMatchObject({ blocks: 3, bfree: 0, bavail: 0, files: 5 }); // ceil(10 028 / 4096)
   });
 });
 

@@ -51,7 +51,7 @@ describe('SyncLoop', () => {
     s.loop.start();
     expect(await waitFor(() => s.tree().fileCount === 1, 5000, 5)).toBe(true);
     const version = s.tree().version;
-    await waitFor(() => client.calls.plan > 5, 5000, 5);
+    expect(await waitFor(() => client.calls.plan > 5, 5000, 5)).toBe(true);
     expect(s.tree().version).toBe(version);
     client.put('account/b.md', 'b');
     expect(await waitFor(() => s.tree().fileCount === 2, 5000, 5)).toBe(true);
@@ -62,9 +62,9 @@ describe('SyncLoop', () => {
     client.put('account/a.md', 'a');
     const s = loopWith(client);
     s.loop.start();
-    await waitFor(() => s.tree().fileCount === 1, 5000, 5);
+    expect(await waitFor(() => s.tree().fileCount === 1, 5000, 5)).toBe(true);
     client.fault = 'unavailable';
-    await waitFor(() => s.loop.errors >= 3, 10_000, 5);
+    expect(await waitFor(() => s.loop.errors >= 3, 10_000, 5)).toBe(true);
     expect(s.tree().fileCount).toBe(1);
     expect(s.logs.filter((l) => l.includes('keeping the last tree'))).toHaveLength(1);
     client.fault = 'none';
@@ -78,7 +78,7 @@ describe('SyncLoop', () => {
     client.put('account/a.md', 'a');
     const s = loopWith(client);
     s.loop.start();
-    await waitFor(() => s.tree().fileCount === 1, 5000, 5);
+    expect(await waitFor(() => s.tree().fileCount === 1, 5000, 5)).toBe(true);
     client.fault = 'unauthorized';
     expect(await waitFor(() => s.revoked.length > 0, 5000, 5)).toBe(true);
     expect(s.tree().fileCount).toBe(0);

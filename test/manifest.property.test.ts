@@ -2,8 +2,9 @@
 //
 // 1. Through the real control plane (directory pack store, rescans, the
 //    manifest route as the server assembles it, over HTTP on 127.0.0.1:0): any
-//    sequence of adds, edits and deletes of non-DUTY.md files in any scope —
-//    advertised, mounted or invisible — leaves the manifest byte-identical; an
+//    sequence of adds, edits and deletes of files other than a scope's own
+//    DUTY.md (nested DUTY.md files included) in any scope — advertised,
+//    mounted or invisible — leaves the manifest byte-identical; an
 //    edit of an advertised or mounted DUTY.md changes it; an edit of a DUTY.md
 //    the session cannot see does not.
 // 2. The 32 KiB DUTY.md cap on arbitrary Unicode: valid UTF-8, within the
@@ -81,7 +82,7 @@ describe('manifest through the control plane', () => {
     expect(m.text).not.toContain(data);
   });
 
-  it('property: adds, edits and deletes of non-DUTY.md files leave it byte-identical', async () => {
+  it('property: adds, edits and deletes of files other than a scope\'s DUTY.md (nested DUTY.md too) leave it byte-identical', async () => {
     const baseline = await manifest();
     const segment = fc.constantFrom('runbooks', 'notes', 'DUTY.md', 'duty.md', 'DUTY.MD', 'DUTY.md.bak', 'é', 'deep', 'a b', '2024');
     const op = fc.record({
@@ -92,14 +93,18 @@ describe('manifest through the control plane', () => {
       text: fc.string({ unit: 'binary', maxLength: 200 }),
       pick: fc.nat(),
     });
+    // A name with no dot gets `.md`; DUTY.md, DUTY.MD, DUTY.md.bak… are written as they are.
+    const fileName = (path: string) => (/\.[^/]*$/.test(path) ? path : `${path}.md`);
     const written: { scope: string; path: string }[] = [];
+    let nestedDuties = 0;
     await fc.assert(
       fc.asyncProperty(fc.array(op, { minLength: 1, maxLength: 6 }), async (ops) => {
         for (const o of ops) {
           if (o.kind === 'write') {
             try {
-              put(o.scope, `${o.path}.md`, o.text);
-              written.push({ scope: o.scope, path: `${o.path}.md` });
+              put(o.scope, fileName(o.path), o.text);
+              written.push({ scope: o.scope, path: fileName(o.path) });
+              if (fileName(o.path).endsWith('/DUTY.md')) nestedDuties++;
             } catch {
               // A path that collides with an existing file or directory: skip it.
             }
@@ -112,8 +117,16 @@ describe('manifest through the control plane', () => {
         expect(now.text).toBe(baseline.text);
         expect(now.sha256).toBe(baseline.sha256);
       }),
-      { numRuns: 25 },
+      {
+        numRuns: 25,
+        // Always among the runs: a nested DUTY.md in the bound team and in the mounted one.
+        examples: [[[
+          { kind: 'write', scope: 'team_payments', path: 'runbooks/DUTY.md', text: '# nested, not the team duty\n', pick: 0 },
+          { kind: 'write', scope: 'team_search', path: 'deep/é/DUTY.md', text: '# nested too\n', pick: 0 },
+        ]]],
+      },
     );
+    expect(nestedDuties).toBeGreaterThanOrEqual(2);
   });
 
   it('changes when an advertised or mounted DUTY.md changes, not when an invisible one does', async () => {

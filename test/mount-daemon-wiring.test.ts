@@ -6,6 +6,9 @@
 //     the plan it then asks for hangs.
 //   - A file whose bytes no longer match the plan makes the daemon ask for
 //     a plan at once (counted at the proxy); that plan brings the new bytes.
+//   - With a grant TTL and plans stalled, a revoked team's opens fail once
+//     the grant runs out: the bound holds with the control plane up and the
+//     sync slow.
 
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
@@ -17,6 +20,8 @@ import { fuseSuite, run, startMount, waitFor, type MountHandle } from './helpers
 const TEAMS = { payments: 'Payments', search: 'Search' };
 const ARGS = ['--sync-interval', '10m', '--grant-ttl', '0', '--prefetch-content', 'off'];
 const BOUND = 10_000;
+/** Above a stated bound: a busy machine's scheduling, the tools' start-up. */
+const SLACK_MS = 3_000;
 
 const isPlan = (method: string, url: string) => method === 'GET' && url.startsWith('/v1/plan');
 const isLongPoll = (method: string, url: string) => isPlan(method, url) && url.includes('wait=');
@@ -28,12 +33,12 @@ let proxy: FaultProxy;
 let dataDir: string;
 let m: MountHandle | undefined;
 
-async function mountThroughProxy(refreshes: 'pass' | 'hang'): Promise<MountHandle> {
+async function mountThroughProxy(refreshes: 'pass' | 'hang', extraArgs: readonly string[] = []): Promise<MountHandle> {
   // Long-polls: "unchanged" at once, so the sync loop sleeps its 10 minutes.
   const unchanged = { match: isLongPoll, mode: { kind: 'status', status: 304, body: '' } } as const;
   proxy.setRules([unchanged]);
   const { token } = await cp.createSession({ kind: 'personal', creator: 'alice', team: 'payments' });
-  m = await startMount({ serverUrl: proxy.url, token, args: ARGS });
+  m = await startMount({ serverUrl: proxy.url, token, args: [...ARGS, ...extraArgs] });
   // The first plan is not a long-poll and must pass: out-of-band plans hang only from now on.
   if (refreshes === 'hang') proxy.setRules([unchanged, { match: isPlan, mode: { kind: 'hang' } }]);
   return m;
@@ -88,6 +93,7 @@ fuseSuite('mount daemon wiring (denied opens, stale bytes)', () => {
     expect(await waitFor(() => proxy.count(isRefresh) >= 1, BOUND)).toBe(true);
     expect(proxy.requests.filter(isRefresh).every((r) => r.mode === 'hang')).toBe(true);
     await writeDirectory(dataDir, { teams: TEAMS, users: { alice: { teams: ['payments', 'search'] } } });
+    await cp.rescan();
   });
 
   it('bytes newer than the plan: the open fails, one plan is asked for at once, and it brings the new bytes', async () => {
@@ -109,5 +115,24 @@ fuseSuite('mount daemon wiring (denied opens, stale bytes)', () => {
     // One plan, asked for out of band, for the one stale open (the long-polls only ever hear "unchanged").
     expect(proxy.count(isRefresh)).toBe(1);
     expect((await run('cat', [file])).stdout).toBe('after the edit, longer\n');
+  });
+
+  it('revocation while plans stall: opens of the revoked team fail within --grant-ttl (control plane up)', async () => {
+    const mount = await mountThroughProxy('hang', ['--grant-ttl', '2s']);
+    const file = join(mount.mountpoint, 'team_search/runbooks/reindex.md');
+    expect((await run('cat', [file])).stdout).toBe('reindex steps\n');
+    await writeDirectory(dataDir, { teams: TEAMS, users: { alice: { teams: ['payments'] } } });
+    await cp.rescan();
+    const revokedAt = Date.now();
+    try {
+      // The grant asked for just before may still be used; past --grant-ttl the next open asks again and is refused.
+      expect(await waitFor(async () => (await run('cat', [file])).code !== 0, 2_000 + SLACK_MS)).toBe(true);
+      expect(Date.now() - revokedAt).toBeLessThan(2_000 + SLACK_MS);
+      expect((await run('cat', [file])).stderr).toBe(`cat: ${file}: No such file or directory\n`);
+      expect((await run('ls', [mount.mountpoint])).stdout).toBe('account\nteam_payments\n');
+    } finally {
+      await writeDirectory(dataDir, { teams: TEAMS, users: { alice: { teams: ['payments', 'search'] } } });
+      await cp.rescan();
+    }
   });
 });

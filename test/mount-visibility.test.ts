@@ -22,6 +22,16 @@ const FILES: Record<string, string> = {
   'teams/storage/runbooks/disk.md': 'Disk full. needle-storage\n',
 };
 
+// open, stat and readdir of argv[1] from a program: the error code each gives.
+const ERRNO_PROBE = `
+const fs = require('node:fs');
+const out = {};
+for (const [op, f] of [['open', (p) => fs.closeSync(fs.openSync(p, 'r'))], ['stat', (p) => fs.statSync(p)], ['readdir', (p) => fs.readdirSync(p)]]) {
+  try { f(process.argv[1]); out[op] = 'ok'; } catch (e) { out[op] = e.code; }
+}
+process.stdout.write(JSON.stringify(out));
+`;
+
 let cp: TestControlPlane;
 let dataDir: string;
 const mounts: MountHandle[] = [];
@@ -100,6 +110,11 @@ fuseSuite('mount visibility', () => {
     const lsl = await sh(`ls -l ${JSON.stringify(join(m.mountpoint, 'account'))} | awk '{print $1, $5, $9}'`);
     expect(lsl.stdout).toContain(`-r--r--r-- ${Buffer.byteLength(FILES['account/DUTY.md']!)} DUTY.md`);
     expect(lsl.stdout).toContain('dr-xr-xr-x 4096 policies');
+    // df's numbers: the materialised bytes in 4 KiB blocks, the file count, nothing free.
+    const total = ['account/DUTY.md', 'account/policies/severity.md', 'teams/payments/DUTY.md', 'teams/payments/runbooks/refunds.md', 'teams/payments/runbooks/deep/nested/ledger.md']
+      .reduce((sum, k) => sum + Buffer.byteLength(FILES[k]!), 0);
+    const fsStat = await run('stat', ['-f', '-c', '%S %b %f %a %c %d', m.mountpoint]);
+    expect(fsStat.stdout.trim()).toBe(`4096 ${Math.ceil(total / 4096)} 0 0 5 0`);
   });
 
   it('personal session under the threshold sees every team of its creator', async () => {
@@ -119,6 +134,29 @@ fuseSuite('mount visibility', () => {
     const cat = await run('cat', [join(m.mountpoint, 'team_search/DUTY.md')]);
     expect(cat.code).not.toBe(0);
     expect(cat.stderr).toContain('No such file or directory');
+  });
+
+  it('personal session: a team it may not load, one not materialised and one that does not exist look exactly like a missing path (cat, stat, ls, errno)', async () => {
+    const m = await mountFor({ kind: 'personal', creator: 'alice', team: 'payments' }, ['--prefetch-threshold', '100']);
+    /** Everything a shell user or a program can observe about `knowledge/<scope>/<suffix>`, the scope name masked. */
+    const observe = async (scope: string, suffix: string) => {
+      const path = `knowledge/${scope}${suffix === '' ? '' : `/${suffix}`}`;
+      const seen: Record<string, unknown> = {};
+      for (const [tool, args] of [['cat', [path]], ['stat', [path]], ['ls', [path]], ['ls', ['-l', path]]] as const) {
+        const r = await run(tool, [...args], { cwd: m.dir });
+        seen[`${tool} ${args.join(' ')}`.replaceAll(scope, 'SCOPE')] = { code: r.code, stdout: r.stdout.replaceAll(scope, 'SCOPE'), stderr: r.stderr.replaceAll(scope, 'SCOPE') };
+      }
+      const probe = await run(process.execPath, ['-e', ERRNO_PROBE, path], { cwd: m.dir });
+      seen['errno'] = JSON.parse(probe.stdout) as unknown;
+      return seen;
+    };
+    for (const suffix of ['runbooks/disk.md', 'runbooks', '']) {
+      const ghost = await observe('team_ghost', suffix);
+      expect(Object.values(ghost).every((o) => JSON.stringify(o).includes('ENOENT') || JSON.stringify(o).includes('No such file or directory'))).toBe(true);
+      expect(await observe('team_storage', suffix), `team_storage/${suffix}`).toEqual(ghost);
+      expect(await observe('team_search', suffix), `team_search/${suffix}`).toEqual(ghost);
+      if (suffix !== '') expect(await observe('account', suffix), `account/${suffix}`).toEqual(ghost);
+    }
   });
 
   it('touch, echo >, rm, mkdir, mv, chmod, ln fail with "Read-only file system"', async () => {

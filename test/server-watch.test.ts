@@ -8,10 +8,11 @@ import { createHash } from 'node:crypto';
 import { watch as fsWatch, type FSWatcher } from 'node:fs';
 import { mkdir, rename, rm, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { Plan } from '../src/core/plan.js';
 import { workForEvent, type WatchFunction } from '../src/server/data-watch.js';
 import { DirPackStore } from '../src/server/dir-pack-store.js';
+import { DEBOUNCE_MS, RescanLoop } from '../src/server/rescan-loop.js';
 import { makeDataDir, removeDataDir, removeDataFile, writeDataFile, writeDirectory, type DataDirSpec } from './helpers/data-dir.js';
 import { spawnControlPlane, startControlPlane, type TestControlPlane } from './helpers/control-plane.js';
 
@@ -51,6 +52,28 @@ async function eventually(cp: TestControlPlane, token: string, check: (files: Re
     await new Promise((r) => setTimeout(r, 25));
   }
 }
+
+describe('rescan timing (fake clock)', () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it('a noticed change is rescanned about 50 ms later, not before; later notices do not push it back', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'performance', 'Date'] });
+    expect(DEBOUNCE_MS).toBeGreaterThanOrEqual(10);
+    expect(DEBOUNCE_MS).toBeLessThanOrEqual(100);
+    const scans: string[][] = [];
+    const loop = new RescanLoop({ scan: async (work) => void scans.push([...work.packs.keys()].sort()), fullIntervalMs: () => HOUR });
+    loop.notice({ full: false, directory: false, layout: false, packs: new Map([['account', new Set([''])]]) });
+    await vi.advanceTimersByTimeAsync(DEBOUNCE_MS - 10);
+    loop.notice({ full: false, directory: false, layout: false, packs: new Map([['team_x', new Set(['runbooks'])]]) });
+    await vi.advanceTimersByTimeAsync(9);
+    expect(scans).toEqual([]);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(scans).toEqual([['account', 'team_x']]);
+    await loop.close();
+  });
+});
 
 describe('watched: changes reach the plan without waiting for the full rescan', () => {
   let dir: string;

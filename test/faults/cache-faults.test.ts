@@ -78,7 +78,7 @@ fuseSuite('disk cache faults', () => {
     expect(done, m.stderr).toBe(true);
     // Disk writes trail the memory cache (write-through in the background),
     // so the full-disk line may come a moment after prefetch says done.
-    await waitFor(() => m.stderr.includes('cannot write to --cache-dir'), 30_000);
+    expect(await waitFor(() => m.stderr.includes('cannot write to --cache-dir'), 30_000), m.stderr).toBe(true);
     const full = m.stderr.split('\n').filter((l) => l.includes('cannot write to --cache-dir'));
     expect(full.length, m.stderr).toBe(1);
     expect(full[0]).toMatch(/ENOSPC|no space/i);

@@ -58,7 +58,7 @@ fuseSuite('membership source faults under a real mount', () => {
       args: ['--grant-ttl', '0', '--sync-interval', '200ms', '--request-timeout', '3s'],
     });
     // Prefetch fills the cache: the grant, not a missing body, must be what stops a read below.
-    await waitFor(async () => (await run('cat', [inMount(of('team_search/')[0] as CorpusFile)])).code === 0, 15_000);
+    expect(await waitFor(async () => (await run('cat', [inMount(of('team_search/')[0] as CorpusFile)])).code === 0, 15_000)).toBe(true);
   });
 
   afterAll(async () => {
