@@ -12,6 +12,7 @@ import { teamDenialMessage } from './guidance.js';
 import type { MembershipSource } from './membership.js';
 import type { ResolvedOptions } from './options.js';
 import type { PackStore } from './pack-store.js';
+import type { PlanWakeups } from './plan-wakeups.js';
 import type { SessionRecord } from './session-registry.js';
 import type { SessionState } from './session-state.js';
 
@@ -26,6 +27,8 @@ export interface RouteContext {
   readonly metrics: MetricsRecorder;
   /** What `GET /metrics` answers. */
   readonly exposition: MetricsExposition;
+  /** Wakes plan long-polls on changes; caps them per session. */
+  readonly wakeups: PlanWakeups;
 }
 
 export function identityOf(session: SessionRecord): SessionIdentity {
@@ -36,8 +39,8 @@ export function identityOf(session: SessionRecord): SessionIdentity {
  * One decider per request: membership is fetched at most once (the
  * per-request cache) and every decision is audited unless `quiet`.
  */
-export function decider(ctx: RouteContext, session: SessionRecord) {
-  const evaluate = createScopeEvaluator(identityOf(session), (user) => ctx.membership.teamsOf(user));
+export function decider(ctx: RouteContext, session: SessionRecord, membership: MembershipSource = ctx.membership) {
+  const evaluate = createScopeEvaluator(identityOf(session), (user) => membership.teamsOf(user));
   return {
     async decide(scope: ScopeName, action: AuditAction, quiet = false): Promise<Decision> {
       const decision = await evaluate(scope);

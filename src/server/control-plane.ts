@@ -31,6 +31,7 @@ import { createHttpServer } from './http-adapter.js';
 import { directoryMembership, httpMembership, meteredMembership, type MembershipSource } from './membership.js';
 import { resolveOptions, type ControlPlaneOptions, type ResolvedOptions } from './options.js';
 import type { PackStore } from './pack-store.js';
+import { PlanWakeups } from './plan-wakeups.js';
 import { RescanLoop } from './rescan-loop.js';
 import { createRouter, type Handler } from './router.js';
 import { openSessionState } from './open-session-state.js';
@@ -103,12 +104,13 @@ export async function createControlPlaneServer(input: ControlPlaneOptions, deps:
   const metrics = new PrometheusMetrics(Object.values(M));
   const store = new DirPackStore(options.dataDir, { maxFileSize: options.maxFileSize, log: options.log, ...(watch ? { observer: watch } : {}) });
   // Scans are timed here, around the store, so every store is measured alike.
-  const timedScan = async (kind: 'full' | 'partial', run: () => Promise<unknown>): Promise<void> => {
+  const timedScan = async (kind: 'full' | 'partial', run: () => Promise<boolean>): Promise<boolean> => {
     const started = performance.now();
     let result: 'ok' | 'error' = 'error';
     try {
-      await run();
+      const changed = await run();
       result = 'ok';
+      return changed;
     } finally {
       metrics.observe(M.packScanDuration, { kind }, (performance.now() - started) / 1000);
       metrics.inc(M.packScans, { kind, result });
@@ -127,6 +129,7 @@ export async function createControlPlaneServer(input: ControlPlaneOptions, deps:
   if (deps.wrapMembership) membership = deps.wrapMembership(membership);
   membership = meteredMembership(membership, options.membershipUrl !== undefined ? 'http' : 'directory', metrics);
   const audit = deps.audit ?? fileAuditSink(options.auditLog, options.log);
+  const wakeups = new PlanWakeups(options.maxLongPollsPerSession);
   const ctx: RouteContext = {
     options,
     store: deps.wrapPackStore ? deps.wrapPackStore(store) : store,
@@ -136,6 +139,7 @@ export async function createControlPlaneServer(input: ControlPlaneOptions, deps:
     audit,
     metrics,
     exposition: metrics,
+    wakeups,
   };
   metrics.beforeScrape(() => {
     const sessions = ctx.sessions.stats();
@@ -154,13 +158,16 @@ export async function createControlPlaneServer(input: ControlPlaneOptions, deps:
 
   const scan = async (work: ScanWork): Promise<void> => {
     try {
-      if (work.full || work.directory) await directory.refresh();
+      let changed = false;
+      if (work.full || work.directory) changed = await directory.refresh();
       if (work.full) {
         watch?.renew();
-        await timedScan('full', () => store.scan());
+        changed = (await timedScan('full', () => store.scan())) || changed;
       } else if (work.layout || work.packs.size > 0) {
-        await timedScan('partial', () => store.scan(work.packs));
+        changed = (await timedScan('partial', () => store.scan(work.packs))) || changed;
       }
+      // Waiting plan long-polls recompute only when something changed.
+      if (changed) wakeups.allChanged();
     } catch (err) {
       options.log(`rescan failed: ${err instanceof Error ? err.message : String(err)}`);
     }

@@ -94,6 +94,24 @@ export function httpMembership(baseUrl: string, timeoutMs: number): MembershipSo
   };
 }
 
+/**
+ * Answers from `source`, each kept for `maxAgeMs`: what a waiting long-poll
+ * uses, so recomputing its plan after a change wakes it asks the service
+ * again only once the answer is that old (one request's cache, never shared).
+ */
+export function recheckedMembership(source: MembershipSource, maxAgeMs: number, now: () => number): MembershipSource {
+  const answers = new Map<string, { at: number; answer: Promise<MembershipAnswer> }>();
+  return {
+    teamsOf(user) {
+      const kept = answers.get(user);
+      if (kept !== undefined && now() - kept.at < maxAgeMs) return kept.answer;
+      const answer = source.teamsOf(user);
+      answers.set(user, { at: now(), answer });
+      return answer;
+    },
+  };
+}
+
 /** Counts and times every lookup of `source` (a throw counts as an error and is passed on). */
 export function meteredMembership(source: MembershipSource, kind: (typeof MEMBERSHIP_SOURCES)[number], metrics: MetricsRecorder): MembershipSource {
   const record = (started: number, result: 'ok' | 'unknown_user' | 'error') => {

@@ -37,8 +37,13 @@ export interface ControlPlaneOptions {
   readonly maxBodyBytes?: number;
   /** Longest long-poll a client may ask for with `wait=`. Default 30 s. */
   readonly maxWaitMs?: number;
-  /** How often a long-poll re-checks the plan. Default 250 ms. */
-  readonly pollIntervalMs?: number;
+  /**
+   * How often a waiting plan long-poll asks the membership service again
+   * (other changes wake it at once). Default 2 000 ms.
+   */
+  readonly membershipRecheckMs?: number;
+  /** Plan long-polls one session may hold at once; more are answered 429. Default 4. */
+  readonly maxLongPollsPerSession?: number;
   /** Where log lines go. Default stderr. */
   readonly log?: (line: string) => void;
   /** Clock for audit times and the reminder's date. Default Date.now. */
@@ -60,7 +65,8 @@ export interface ResolvedOptions {
   readonly maxFileSize: number;
   readonly maxBodyBytes: number;
   readonly maxWaitMs: number;
-  readonly pollIntervalMs: number;
+  readonly membershipRecheckMs: number;
+  readonly maxLongPollsPerSession: number;
   readonly log: (line: string) => void;
   readonly now: () => number;
 }
@@ -72,7 +78,8 @@ export const DEFAULTS = {
   maxFileSize: 64 * 1024 * 1024,
   maxBodyBytes: 64 * 1024,
   maxWaitMs: 30_000,
-  pollIntervalMs: 250,
+  membershipRecheckMs: 2_000,
+  maxLongPollsPerSession: 4,
   stateHeartbeatMs: 1_000,
 } as const;
 
@@ -91,6 +98,12 @@ function positive(name: string, value: number | undefined, fallback: number, all
   if (!Number.isFinite(v) || v < 0 || (!allowZero && v === 0)) {
     throw new KnowledgeError('config', `${name} must be a ${allowZero ? 'non-negative' : 'positive'} number, got ${String(value)}`);
   }
+  return v;
+}
+
+function wholeAtLeastOne(name: string, value: number | undefined, fallback: number): number {
+  const v = value ?? fallback;
+  if (!Number.isSafeInteger(v) || v < 1) throw new KnowledgeError('config', `${name} must be a whole number ≥ 1, got ${String(value)}`);
   return v;
 }
 
@@ -134,7 +147,8 @@ export function resolveOptions(o: ControlPlaneOptions): ResolvedOptions {
     maxFileSize: positive('--max-file-size', o.maxFileSize, DEFAULTS.maxFileSize),
     maxBodyBytes: positive('maxBodyBytes', o.maxBodyBytes, DEFAULTS.maxBodyBytes),
     maxWaitMs: positive('maxWaitMs', o.maxWaitMs, DEFAULTS.maxWaitMs, true),
-    pollIntervalMs: positive('pollIntervalMs', o.pollIntervalMs, DEFAULTS.pollIntervalMs),
+    membershipRecheckMs: positive('--membership-recheck', o.membershipRecheckMs, DEFAULTS.membershipRecheckMs),
+    maxLongPollsPerSession: wholeAtLeastOne('--max-long-polls', o.maxLongPollsPerSession, DEFAULTS.maxLongPollsPerSession),
     log: o.log ?? ((line) => process.stderr.write(`${line}\n`)),
     now: o.now ?? Date.now,
   };

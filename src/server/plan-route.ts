@@ -3,9 +3,14 @@
 // Loadable = account + every team CanLoadScope allows (bound team; for
 // personal sessions the creator's teams that have packs; mounted teams only
 // while still allowed). ETag is `"<plan.version>"`; a matching If-None-Match
-// is 304, held up to `wait` seconds (long-poll), re-checked every
-// pollIntervalMs (membership changes included) and answered 200 as soon as
-// the plan changes. Decisions are audited when a plan is handed out (200);
+// is 304, held up to `wait` seconds (long-poll) and answered 200 as soon as
+// the plan changes. A waiting long-poll recomputes its plan when woken by a
+// change (plan-wakeups.ts) and every --membership-recheck; the membership
+// service is asked at most once per --membership-recheck per long-poll, and a
+// session holds at most --max-long-polls at once (429 beyond). So one session
+// causes at most max-long-polls × (1 + wait / membership-recheck) lookups per
+// wait, and a revoked membership reaches a waiting plan within one re-check.
+// Decisions are audited when a plan is handed out (200);
 // 304s hand nothing out and write nothing, which keeps polling cheap.
 // Scope JSON is cached per snapshot so large plans are not re-serialized for
 // every runner.
@@ -16,14 +21,15 @@
 // edit) costs that scope, not the whole plan. Nothing else depends on it: the
 // version, ETag and long-poll are the full plan's.
 
-import { setTimeout as sleep } from 'node:timers/promises';
 import { KnowledgeError } from '../core/errors.js';
 import { CONTROL_PLANE_METRICS } from '../core/metrics.js';
+import type { ErrorBody } from '../core/wire.js';
 import type { Decision } from '../core/policy.js';
 import { buildPlan, KNOWN_VERSION_PREFIX, snapshotScope, type Plan, type ScopeSnapshot, type UnchangedScope } from '../core/plan.js';
 import { ACCOUNT_SCOPE, parseScope, teamScope } from '../core/scope.js';
-import { empty, rawJsonResponse, type ApiRequest, type ApiResponse } from './api.js';
+import { empty, jsonResponse, rawJsonResponse, type ApiRequest, type ApiResponse } from './api.js';
 import { audit, decider, type RouteContext } from './context.js';
+import { recheckedMembership, type MembershipSource } from './membership.js';
 import type { SessionRecord } from './session-registry.js';
 
 export const DEFAULT_PLAN_THRESHOLD = 256 * 1024 * 1024;
@@ -57,8 +63,9 @@ export async function computePlan(
   ctx: RouteContext,
   session: SessionRecord,
   threshold: number,
+  membership?: MembershipSource,
 ): Promise<{ plan: Plan; decisions: Decision[] }> {
-  const { decide } = decider(ctx, session);
+  const { decide } = decider(ctx, session, membership);
   const candidates = new Map<string, ScopeSnapshot>();
   for (const s of ctx.store.scopes()) candidates.set(s.scope, s);
   // Account and the bound team are always in a plan, empty when they have no pack yet.
@@ -123,29 +130,40 @@ export async function planRoute(ctx: RouteContext, session: SessionRecord, req: 
   const threshold = parseThreshold(req.query.get('threshold'));
   const waitMs = parseWait(req.query.get('wait'), ctx.options.maxWaitMs);
   const known = parseKnown(req.query.get('known'));
-  let { plan, decisions } = await computePlan(ctx, session, threshold);
-  let etag = `"${plan.version}"`;
-  if (etagMatches(req.ifNoneMatch, etag)) {
-    const deadline = Date.now() + waitMs;
-    let unchanged = true;
-    const waiting = waitMs > 0;
-    if (waiting) ctx.metrics.add(CONTROL_PLANE_METRICS.planLongPolls, {}, 1);
-    try {
-      while (unchanged && Date.now() < deadline && !req.signal.aborted && !session.revoked) {
-        try {
-          await sleep(Math.min(ctx.options.pollIntervalMs, Math.max(1, deadline - Date.now())), undefined, { signal: req.signal });
-        } catch {
-          break; // client gone or server closing
-        }
-        ({ plan, decisions } = await computePlan(ctx, session, threshold));
-        etag = `"${plan.version}"`;
-        unchanged = etagMatches(req.ifNoneMatch, etag);
-      }
-    } finally {
-      if (waiting) ctx.metrics.add(CONTROL_PLANE_METRICS.planLongPolls, {}, -1);
-    }
-    if (unchanged || session.revoked) return empty(304, { etag, 'cache-control': 'no-cache' });
+  // A request that may wait holds a long-poll from before its first plan, so no change in between is missed.
+  const poll = waitMs > 0 && req.ifNoneMatch !== undefined ? ctx.wakeups.begin(session.id) : undefined;
+  if (poll === null) {
+    // 429 (not 503): the control plane is fine, this session asks too much at once; `unavailable` says "try again later".
+    const message = `this session already holds ${ctx.options.maxLongPollsPerSession} plan long-polls (--max-long-polls); wait for one to end`;
+    return jsonResponse(429, { error: { code: 'unavailable', message } } satisfies ErrorBody, { 'retry-after': '1' });
   }
-  for (const d of decisions) audit(ctx, session, 'plan', d);
-  return rawJsonResponse(200, serializePlan(plan, known), { etag, 'cache-control': 'no-cache' });
+  try {
+    const recheckMs = ctx.options.membershipRecheckMs;
+    const membership = recheckedMembership(ctx.membership, recheckMs, ctx.options.now);
+    let mark = poll?.mark();
+    let { plan, decisions } = await computePlan(ctx, session, threshold, membership);
+    let etag = `"${plan.version}"`;
+    if (etagMatches(req.ifNoneMatch, etag)) {
+      const deadline = Date.now() + waitMs;
+      let unchanged = true;
+      if (poll !== undefined) ctx.metrics.add(CONTROL_PLANE_METRICS.planLongPolls, {}, 1);
+      try {
+        while (poll !== undefined && mark !== undefined && unchanged && Date.now() < deadline && !req.signal.aborted && !session.revoked) {
+          await poll.wait(mark, Math.min(recheckMs, Math.max(1, deadline - Date.now())), req.signal);
+          if (req.signal.aborted) break; // client gone or server closing
+          mark = poll.mark();
+          ({ plan, decisions } = await computePlan(ctx, session, threshold, membership));
+          etag = `"${plan.version}"`;
+          unchanged = etagMatches(req.ifNoneMatch, etag);
+        }
+      } finally {
+        if (poll !== undefined) ctx.metrics.add(CONTROL_PLANE_METRICS.planLongPolls, {}, -1);
+      }
+      if (unchanged || session.revoked) return empty(304, { etag, 'cache-control': 'no-cache' });
+    }
+    for (const d of decisions) audit(ctx, session, 'plan', d);
+    return rawJsonResponse(200, serializePlan(plan, known), { etag, 'cache-control': 'no-cache' });
+  } finally {
+    poll?.end();
+  }
 }

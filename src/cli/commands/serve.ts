@@ -26,6 +26,7 @@ import { EXIT } from '../exit-codes.js';
 import type { CommandResult } from '../main.js';
 import { parseOnOff, parsedOption } from '../option-parser.js';
 import { ADMIN_TOKEN_ENV, readTokenFile } from '../token-file.js';
+import { parseCount } from './socket-command.js';
 
 interface ServeFlags {
   data: string;
@@ -35,6 +36,8 @@ interface ServeFlags {
   adminTokenFile?: string;
   membershipUrl?: string;
   membershipTimeout: number;
+  membershipRecheck: number;
+  maxLongPolls: number;
   auditLog?: string;
   watch: boolean;
   watchScanInterval: number;
@@ -100,6 +103,8 @@ export function registerServe(program: Command, ctx: CliContext, result: Command
     .option('--admin-token-file <file>', `admin token file (else $${ADMIN_TOKEN_ENV}, else generated into DATA/.knowledgefs/admin-token)`)
     .option('--membership-url <url>', 'external membership service: GET <url>/users/<user>/teams (default: directory.json)')
     .addOption(parsedOption('--membership-timeout <duration>', 'timeout of one membership request', parseDuration, DEFAULTS.membershipTimeoutMs, formatDurationFlag(DEFAULTS.membershipTimeoutMs)))
+    .addOption(parsedOption('--membership-recheck <duration>', 'how often a waiting plan long-poll asks the membership service again (other changes wake it at once); a revoked membership reaches a waiting plan within this', parseDuration, DEFAULTS.membershipRecheckMs, formatDurationFlag(DEFAULTS.membershipRecheckMs)))
+    .addOption(parsedOption('--max-long-polls <n>', 'plan long-polls one session may hold at once; more are answered 429', (t) => parseCount(t, 1, 1000), DEFAULTS.maxLongPollsPerSession, String(DEFAULTS.maxLongPollsPerSession)))
     .option('--audit-log <file>', 'audit log, one JSON line per decision (default DATA/.knowledgefs/audit.log)')
     .addOption(parsedOption('--watch <on|off>', 'watch the data directory with inotify and rescan a changed directory within ~50ms (off: for filesystems without inotify, e.g. NFS)', parseOnOff, true, 'on'))
     .addOption(parsedOption('--watch-scan-interval <duration>', 'pause between full rescans while the watch works (a safety net for lost events)', parseDuration, DEFAULTS.watchScanIntervalMs, formatDurationFlag(DEFAULTS.watchScanIntervalMs)))
@@ -136,6 +141,8 @@ Examples:
         adminToken,
         membershipUrl: flags.membershipUrl,
         membershipTimeoutMs: flags.membershipTimeout,
+        membershipRecheckMs: flags.membershipRecheck,
+        maxLongPollsPerSession: flags.maxLongPolls,
         watch: flags.watch,
         watchScanIntervalMs: flags.watchScanInterval,
         scanIntervalMs: flags.scanInterval,
