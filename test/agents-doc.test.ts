@@ -1,12 +1,17 @@
-// docs/AGENTS.md, run as written: the TypeScript example type-checks against
-// the built package and does what the page says when a harness runs it (a
-// separate Node process importing 'knowledgefs'), and the CLI lines of the
-// plain loop print what the page says they print. The daemon is the real
-// control socket over an in-memory backend.
+// docs/AGENTS.md, run as written: the MCP configurations start a server the
+// SDK's client can use; the hook commands print the manifest and the
+// reminder; the TypeScript example type-checks against the built package and
+// does what the page says when a harness runs it (a separate Node process
+// importing 'knowledgefs'); the CLI lines of the plain loop print what the
+// page says they print. `knowledgefs` is found on PATH (a shim running the
+// built CLI); the documented socket path is swapped for the test daemon's, a
+// real control socket over an in-memory backend.
 
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import ts from 'typescript';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startMemoryDaemon, type MemoryDaemon } from './helpers/memory-daemon.js';
@@ -15,6 +20,10 @@ import { BIN, REPO_ROOT, run } from './helpers/mount.js';
 const DOC = readFileSync(join(REPO_ROOT, 'docs', 'AGENTS.md'), 'utf8');
 const dir = mkdtempSync(join(tmpdir(), 'kfs-agents-doc-'));
 let daemon: MemoryDaemon;
+const DOC_SOCKET = '/run/knowledgefs/control.sock';
+const shimDir = join(dir, 'bin');
+const PATH = `${shimDir}:${process.env.PATH ?? '/usr/bin:/bin'}`;
+const withSocket = (text: string) => text.split(DOC_SOCKET).join(daemon.socketPath);
 
 /** The fenced code blocks of `lang` under the heading `heading`. */
 function blocks(heading: string, lang: string): string[] {
@@ -29,6 +38,9 @@ beforeAll(async () => {
   daemon = await startMemoryDaemon();
   daemon.backend.files.set('team_payments/big.md', 'x'.repeat(100_005));
   daemon.backend.tree.add('team_payments/big.md');
+  mkdirSync(shimDir);
+  writeFileSync(join(shimDir, 'knowledgefs'), `#!/bin/sh\nexec '${process.execPath}' '${BIN}' "$@"\n`);
+  chmodSync(join(shimDir, 'knowledgefs'), 0o755);
   mkdirSync(join(dir, 'node_modules'), { recursive: true });
   writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'harness', type: 'module', private: true }));
   symlinkSync(REPO_ROOT, join(dir, 'node_modules', 'knowledgefs'));
@@ -40,6 +52,45 @@ afterAll(async () => {
 });
 
 describe('docs/AGENTS.md', () => {
+  it('the MCP configurations start a server that serves read_knowledge', async () => {
+    const [json] = blocks('MCP: `knowledgefs mcp`', 'json');
+    const [toml] = blocks('MCP: `knowledgefs mcp`', 'toml');
+    const server = (JSON.parse(json ?? '') as { mcpServers: Record<string, { command: string; args: string[] }> }).mcpServers.knowledgefs;
+    expect(server?.args).toContain(DOC_SOCKET);
+    // The TOML says the same.
+    expect(toml).toContain(`command = ${JSON.stringify(server?.command)}`);
+    expect(toml).toContain(`args = ${JSON.stringify(server?.args).replace(/,/g, ', ')}`);
+
+    const transport = new StdioClientTransport({ command: server?.command ?? '', args: (server?.args ?? []).map(withSocket), env: { PATH }, stderr: 'pipe', cwd: dir });
+    const client = new Client({ name: 'docs', version: '0' });
+    await client.connect(transport);
+    try {
+      expect((await client.listTools()).tools.map((t) => t.name)).toEqual(['read_knowledge']);
+      const r = await client.callTool({ name: 'read_knowledge', arguments: { path: 'knowledge/account/DUTY.md' } });
+      expect(r.content).toEqual([{ type: 'text', text: '# Account\n' }]);
+    } finally {
+      await client.close();
+    }
+  });
+
+  it('the hook commands print the manifest at session start (and after compaction) and the reminder each turn', async () => {
+    const [json] = blocks('Hooks: the manifest at session start, the reminder on each turn', 'json');
+    type Hook = { matcher?: string; hooks: { type: string; command: string }[] };
+    const { hooks } = JSON.parse(json ?? '') as { hooks: { SessionStart: Hook[]; UserPromptSubmit: Hook[] } };
+    expect(hooks.SessionStart[0]?.matcher?.split('|')).toEqual(expect.arrayContaining(['startup', 'compact']));
+    const runHook = async (h: Hook | undefined) => {
+      const r = await run('sh', ['-c', withSocket(h?.hooks[0]?.command ?? 'false')], { cwd: dir, env: { PATH }, timeoutMs: 20_000 });
+      expect(r.code, r.stderr).toBe(0);
+      return r.stdout;
+    };
+    daemon.backend.manifestText = '# Knowledge\n\nthe manifest\n';
+    expect(await runHook(hooks.SessionStart[0])).toBe('# Knowledge\n\nthe manifest\n');
+    daemon.backend.pendingChanged = ['team_payments/DUTY.md'];
+    expect(await runHook(hooks.UserPromptSubmit[0])).toBe("Today's date is 2025-01-01.\nChanged since you read them: team_payments/DUTY.md\n");
+    expect(await runHook(hooks.UserPromptSubmit[0])).toBe("Today's date is 2025-01-01.\n");
+    daemon.backend.manifestText = 'MANIFEST\n';
+  });
+
   it('the TypeScript library example type-checks and works as described', async () => {
     const [example] = blocks('The TypeScript library', 'ts');
     expect(example).toContain("from 'knowledgefs'");

@@ -2,6 +2,8 @@
 // driven in-process by tests as well as from bin/.
 
 export interface CliContext {
+  /** Only long-running commands that take input read it (`mcp`); default process.stdin. */
+  readonly stdin?: NodeJS.ReadableStream;
   readonly stdout: NodeJS.WritableStream;
   readonly stderr: NodeJS.WritableStream;
   readonly env: NodeJS.ProcessEnv;
@@ -12,6 +14,7 @@ export interface CliContext {
 
 export function processContext(): CliContext {
   return {
+    stdin: process.stdin,
     stdout: process.stdout,
     stderr: process.stderr,
     env: process.env,

@@ -31,6 +31,7 @@ const COMMANDS: Record<string, () => Promise<Register>> = {
   reminder: async () => (await import('./commands/manifest.js')).registerReminder,
   doctor: async () => (await import('./commands/doctor.js')).registerDoctor,
   status: async () => (await import('./commands/status.js')).registerStatus,
+  mcp: async () => (await import('./commands/mcp.js')).registerMcp,
 };
 
 const TOP_LEVEL_EXAMPLES = `
@@ -45,6 +46,7 @@ Examples:
   # from the agent harness
   knowledgefs read knowledge/team_search/DUTY.md
   knowledgefs manifest --json
+  knowledgefs mcp --socket /run/knowledgefs/control.sock     # the same, as an MCP server
   knowledgefs doctor --server http://127.0.0.1:7420 --token-file runner.token
   # in the runner: what the mount is doing (operations, cache, sync lag, EIO)
   knowledgefs status

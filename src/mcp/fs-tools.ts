@@ -1,0 +1,132 @@
+// `list_knowledge` and `search_knowledge` (with --fs-tools), for hosts that
+// give the agent no shell. They walk the local mount with ordinary file
+// system calls, as `ls -p` and `grep -rn -F` would, so they can never show
+// more than those do: teams that are not mounted are not on disk, and every
+// file opened is authorised by the mount daemon like any other open.
+//
+// Output is bounded (entries, matches, characters) and says when it was cut.
+
+import { opendir, readFile, stat } from 'node:fs/promises';
+import { posix } from 'node:path';
+import { InvalidArgumentError, UnavailableError, type KnowledgeError } from '../client/errors.js';
+import { KNOWLEDGE_DIR } from '../core/knowledge-path.js';
+
+/** Most characters a list or search answer returns (the read tool's cap). */
+export const FS_OUTPUT_CAP = 100_000;
+const MAX_LINE_CHARS = 400;
+
+export interface MountDir {
+  /** Absolute path on disk. */
+  readonly abs: string;
+  /** As ls prints it from the mount's parent: `knowledge` or `knowledge/team_x/…`. */
+  readonly display: string;
+}
+
+/** Resolves a directory path the agent typed (`knowledge/…`, relative to cwd, or absolute) inside the mount. */
+export function resolveMountDir(input: string, cwd: string, mountpoint: string): MountDir {
+  if (input.includes('\0')) throw new InvalidArgumentError(`${JSON.stringify(input)}: NUL character in path`);
+  const root = posix.normalize(mountpoint).replace(/(.)\/+$/, '$1');
+  const base = posix.basename(root);
+  const first = input.split('/')[0];
+  const joined = posix.isAbsolute(input)
+    ? input
+    : first === KNOWLEDGE_DIR || first === base
+      ? posix.join(root, input.slice((first ?? '').length))
+      : posix.join(cwd, input);
+  const abs = posix.normalize(joined).replace(/(.)\/+$/, '$1');
+  if (abs === root) return { abs, display: base };
+  if (!abs.startsWith(`${root}/`)) {
+    throw new InvalidArgumentError(`${input}: outside ${KNOWLEDGE_DIR}/ (the mount at ${root}); give a path as ls prints it, e.g. ${KNOWLEDGE_DIR}/account`);
+  }
+  return { abs, display: `${base}/${abs.slice(root.length + 1)}` };
+}
+
+function fsError(display: string, err: unknown): KnowledgeError {
+  const code = (err as NodeJS.ErrnoException).code;
+  if (code === 'ENOENT') return new InvalidArgumentError(`${display}: no such file or directory`);
+  if (code === 'ENOTDIR') return new InvalidArgumentError(`${display}: not a directory`);
+  if (code === 'EIO') return new UnavailableError(`${display}: input/output error from the mount (is the control plane reachable?)`);
+  throw err;
+}
+
+/** Entries of a directory as `ls -p` shows them (directories end in `/`), sorted. */
+export async function listDir(dir: MountDir, maxEntries: number): Promise<string> {
+  const names: string[] = [];
+  try {
+    for await (const entry of await opendir(dir.abs)) names.push(entry.isDirectory() ? `${entry.name}/` : entry.name);
+  } catch (err) {
+    throw fsError(dir.display, err);
+  }
+  names.sort();
+  const lines = names.slice(0, maxEntries).map((n) => `${dir.display}/${n}`);
+  if (names.length > maxEntries) lines.push(`[${names.length - maxEntries} more entries not shown: list a subdirectory, or raise max_entries]`);
+  return capText(lines.join('\n'));
+}
+
+export interface SearchOptions {
+  readonly pattern: string;
+  readonly ignoreCase: boolean;
+  readonly maxResults: number;
+}
+
+/** Lines containing `pattern` (literal) under `dir`, as `grep -rn -F` prints them: `path:line:text`. */
+export async function searchDir(dir: MountDir, opts: SearchOptions): Promise<string> {
+  const needle = opts.ignoreCase ? opts.pattern.toLowerCase() : opts.pattern;
+  const out: string[] = [];
+  let unreadable = 0;
+  let cut = false;
+
+  const visitFile = async (abs: string, display: string): Promise<void> => {
+    let body: string;
+    try {
+      body = await readFile(abs, 'utf8');
+    } catch {
+      unreadable++; // gone since listed, or refused: grep would print an error and go on
+      return;
+    }
+    const lines = body.split('\n');
+    for (let i = 0; i < lines.length && !cut; i++) {
+      const line = lines[i] ?? '';
+      if (!(opts.ignoreCase ? line.toLowerCase() : line).includes(needle)) continue;
+      if (out.length >= opts.maxResults) { cut = true; return; }
+      const shown = [...line].length > MAX_LINE_CHARS ? `${[...line].slice(0, MAX_LINE_CHARS).join('')}…` : line;
+      out.push(`${display}:${i + 1}:${shown}`);
+    }
+  };
+  const visitDir = async (abs: string, display: string): Promise<void> => {
+    const entries: { name: string; dir: boolean }[] = [];
+    try {
+      for await (const e of await opendir(abs)) entries.push({ name: e.name, dir: e.isDirectory() });
+    } catch {
+      unreadable++;
+      return;
+    }
+    entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    for (const e of entries) {
+      if (cut) return;
+      if (e.dir) await visitDir(`${abs}/${e.name}`, `${display}/${e.name}`);
+      else await visitFile(`${abs}/${e.name}`, `${display}/${e.name}`);
+    }
+  };
+
+  let isDir: boolean;
+  try {
+    isDir = (await stat(dir.abs)).isDirectory();
+  } catch (err) {
+    throw fsError(dir.display, err);
+  }
+  if (isDir) await visitDir(dir.abs, dir.display);
+  else await visitFile(dir.abs, dir.display);
+
+  if (out.length === 0 && !cut) out.push(`no line under ${dir.display} contains ${JSON.stringify(opts.pattern)}`);
+  if (cut) out.push(`[stopped at ${opts.maxResults} matches: narrow the path or the pattern, or raise max_results]`);
+  if (unreadable > 0) out.push(`[${unreadable} files or directories could not be read]`);
+  return capText(out.join('\n'));
+}
+
+function capText(text: string): string {
+  if (text.length <= FS_OUTPUT_CAP) return text;
+  // Never end on half a surrogate pair.
+  const end = (text.charCodeAt(FS_OUTPUT_CAP) & 0xfc00) === 0xdc00 ? FS_OUTPUT_CAP - 1 : FS_OUTPUT_CAP;
+  return `${text.slice(0, end)}\n[output cut at ${end} characters: narrow the path]`;
+}
