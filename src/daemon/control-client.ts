@@ -14,6 +14,14 @@
 //   daemon buffer without bound.
 // The token lives in this object only; it is sent as a header, never logged.
 //
+// Several control-plane replicas (`--server URL1,URL2,…`): calls stick to
+// one replica until it fails (network error or a 5xx `unavailable`), then
+// move on to the next, at once and inside the same deadline; a dead replica
+// costs the call that found it one refused connection, not an EIO. With
+// more than one replica, an attempt that has other replicas left gets half
+// the time left (a hung replica cannot eat the whole deadline), and the read
+// tool's POST moves on too: recording a read twice changes nothing.
+//
 // `batch` (POST /v1/batch) is the exception to "one deadline per call": a
 // batch of a few MiB may take longer than --request-timeout on a slow link
 // while making progress, so --request-timeout bounds the wait for the
@@ -83,6 +91,7 @@ export interface BatchOptions {
 }
 
 export interface HttpControlClientOptions {
+  /** One control-plane URL, or several separated by commas (replicas of one deployment). */
   readonly serverUrl: string;
   readonly token: string;
   readonly requestTimeoutMs: number;
@@ -120,6 +129,8 @@ interface CallOptions {
   /** Called when the body exceeds maxBytes; default `too_large`. */
   readonly tooLarge?: () => KnowledgeError;
   readonly signal?: AbortSignal | undefined;
+  /** A POST that may be sent again to another replica after a network error (its effect is idempotent). */
+  readonly replayable?: boolean;
   /**
    * Parse a 2xx JSON body larger than STREAM_JSON_ABOVE (or of unknown
    * length) chunk by chunk as it arrives (plans: 16 MB at 100 000 files)
@@ -203,8 +214,30 @@ async function readCapped(body: IncomingMessage, max: number, tooLarge: () => Kn
   return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, total);
 }
 
+/** `--server`: one URL or several separated by commas → their normalised origins+paths; invalid ones named. */
+export function parseServerUrls(text: string): string[] {
+  const items = text.split(',').map((s) => s.trim());
+  if (items.some((s) => s === '')) {
+    throw new KnowledgeError('invalid_argument', `--server "${text}": an empty URL in the list (separate several replicas with commas: http://cp-a:7420,http://cp-b:7420)`);
+  }
+  return items.map((item) => {
+    let url: URL;
+    try {
+      url = new URL(item);
+    } catch {
+      throw new KnowledgeError('invalid_argument', `invalid --server URL "${item}" (example: http://127.0.0.1:7700)`);
+    }
+    if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+      throw new KnowledgeError('invalid_argument', `--server must be an http:// or https:// URL, not "${item}"`);
+    }
+    return url.origin + url.pathname.replace(/\/+$/, '');
+  });
+}
+
 export class HttpControlClient implements ControlClient {
-  readonly serverUrl: string;
+  private readonly servers: string[];
+  /** Index of the replica calls go to until it fails. */
+  private current = 0;
   private readonly token: string;
   private readonly timeoutMs: number;
   private readonly maxJson: number;
@@ -212,22 +245,27 @@ export class HttpControlClient implements ControlClient {
   private readonly agent: http.Agent;
 
   constructor(opts: HttpControlClientOptions) {
-    let url: URL;
-    try {
-      url = new URL(opts.serverUrl);
-    } catch {
-      throw new KnowledgeError('invalid_argument', `invalid --server URL "${opts.serverUrl}" (example: http://127.0.0.1:7700)`);
-    }
-    if (url.protocol !== 'http:' && url.protocol !== 'https:') {
-      throw new KnowledgeError('invalid_argument', `--server must be an http:// or https:// URL, not "${opts.serverUrl}"`);
-    }
-    this.serverUrl = url.origin + url.pathname.replace(/\/+$/, '');
+    this.servers = parseServerUrls(opts.serverUrl);
     this.token = opts.token;
     this.timeoutMs = opts.requestTimeoutMs;
     this.maxJson = opts.maxJsonBytes ?? DEFAULT_MAX_JSON;
-    // node:https (and TLS) is loaded only for an https:// server: a local control plane does not pay for it.
-    this.transport = url.protocol === 'https:' ? (createRequire(import.meta.url)('node:https') as Transport) : http;
+    // node:https (and TLS) is loaded only for https:// servers: a local control plane does not pay for it.
+    const https = this.servers.filter((s) => s.startsWith('https:')).length;
+    if (https !== 0 && https !== this.servers.length) {
+      throw new KnowledgeError('invalid_argument', `--server: all replicas must use the same scheme (all http:// or all https://), got ${this.servers.join(',')}`);
+    }
+    this.transport = https > 0 ? (createRequire(import.meta.url)('node:https') as Transport) : http;
     this.agent = new this.transport.Agent({ keepAlive: true, maxSockets: opts.connections ?? 32, timeout: IDLE_SOCKET_MS });
+  }
+
+  /** The replica calls go to now. */
+  get serverUrl(): string {
+    return this.servers[this.current] as string;
+  }
+
+  /** After a failure of replica `failed`: the next one takes over (unless another call already moved on). */
+  private moveOn(failed: number): void {
+    if (this.current === failed) this.current = (failed + 1) % this.servers.length;
   }
 
   async session(): Promise<SessionView> {
@@ -272,6 +310,7 @@ export class HttpControlClient implements ControlClient {
   async *batch(scope: string, paths: readonly string[], opts: BatchOptions): AsyncGenerator<BatchItem> {
     if (opts.signal?.aborted) throw new KnowledgeError('unavailable', 'request cancelled');
     let res: IncomingMessage;
+    const used = this.current;
     try {
       res = await send(this.transport, `${this.serverUrl}/v1/batch`, {
         agent: this.agent,
@@ -284,7 +323,9 @@ export class HttpControlClient implements ControlClient {
       });
     } catch (err) {
       if (opts.signal?.aborted) throw new KnowledgeError('unavailable', 'request cancelled');
-      throw new KnowledgeError('unavailable', `control plane at ${this.serverUrl} unavailable: ${describeNetworkError(err)}`);
+      const server = this.serverUrl;
+      this.moveOn(used); // the per-file fetches the caller falls back to go to the next replica
+      throw new KnowledgeError('unavailable', `control plane at ${server} unavailable: ${describeNetworkError(err)}`);
     }
     const status = res.statusCode ?? 0;
     if (status !== 200) {
@@ -319,6 +360,7 @@ export class HttpControlClient implements ControlClient {
   async read(req: ReadRequest): Promise<ReadResponse> {
     const reply = await this.call('/v1/read', {
       method: 'POST',
+      replayable: true,
       body: JSON.stringify(req),
       headers: { 'content-type': 'application/json' },
     });
@@ -358,20 +400,30 @@ export class HttpControlClient implements ControlClient {
   private async call(path: string, opts: CallOptions = {}): Promise<Reply> {
     const method = opts.method ?? 'GET';
     const idempotent = method === 'GET';
+    const several = this.servers.length > 1;
+    // Another replica may get a POST that never reached an answer only when replaying it is harmless.
+    const retryable = idempotent || (several && opts.replayable === true);
+    const maxAttempts = Math.max(MAX_RETRIES, this.servers.length);
     const timeoutMs = this.timeoutMs + (opts.extraTimeoutMs ?? 0);
     const deadline = Date.now() + timeoutMs;
+    const tried = new Set<number>();
     let lastProblem = '';
     for (let attempt = 0; ; attempt++) {
       const remaining = deadline - Date.now();
       if (remaining <= 0) break;
       if (opts.signal?.aborted) throw new KnowledgeError('unavailable', 'request cancelled');
+      const used = this.current;
+      tried.add(used);
+      const server = this.servers[used] as string;
+      // With untried replicas left, a hung one gets half the time left (a long-poll its whole wait on top).
+      const budget = several && tried.size < this.servers.length ? Math.min(remaining, (opts.extraTimeoutMs ?? 0) + this.timeoutMs / 2) : remaining;
       const ac = new AbortController();
-      const timer = setTimeout(() => ac.abort(), remaining);
+      const timer = setTimeout(() => ac.abort(), budget);
       const onOuterAbort = () => ac.abort();
       opts.signal?.addEventListener('abort', onOuterAbort, { once: true });
       let reply: Reply;
       try {
-        const res = await send(this.transport, `${this.serverUrl}${path}`, {
+        const res = await send(this.transport, `${server}${path}`, {
           agent: this.agent,
           method,
           headers: { authorization: `Bearer ${this.token}`, ...opts.headers },
@@ -392,22 +444,26 @@ export class HttpControlClient implements ControlClient {
       } catch (err) {
         if (isKnowledgeError(err)) throw err;
         if (opts.signal?.aborted) throw new KnowledgeError('unavailable', 'request cancelled');
-        lastProblem = ac.signal.aborted ? `no answer within ${timeoutMs} ms` : describeNetworkError(err);
-        if (!idempotent || attempt >= MAX_RETRIES || ac.signal.aborted) break;
-        await this.backoff(attempt, deadline);
+        lastProblem = `${several ? `${server}: ` : ''}${ac.signal.aborted ? `no answer within ${several ? Math.round(budget) : timeoutMs} ms` : describeNetworkError(err)}`;
+        this.moveOn(used);
+        if (!retryable || attempt >= maxAttempts || Date.now() >= deadline) break;
+        if (!several || tried.has(this.current)) await this.backoff(attempt, deadline);
         continue;
       } finally {
         clearTimeout(timer);
         opts.signal?.removeEventListener('abort', onOuterAbort);
       }
       if ((reply.status >= 200 && reply.status < 300) || reply.status === 304) return reply;
-      const err = this.errorFor(reply);
-      const retryable = reply.status >= 500 && err.code === 'unavailable';
-      if (!retryable || !idempotent || attempt >= MAX_RETRIES) throw err;
+      const err = this.errorFor(reply, server);
+      const unavailable = reply.status >= 500 && err.code === 'unavailable';
+      if (!unavailable || !retryable || (attempt >= maxAttempts && !several)) throw err;
       lastProblem = err.message;
-      await this.backoff(attempt, deadline);
+      this.moveOn(used);
+      if (attempt >= maxAttempts) break;
+      if (!several || tried.has(this.current)) await this.backoff(attempt, deadline);
     }
-    throw new KnowledgeError('unavailable', `control plane at ${this.serverUrl} unavailable: ${lastProblem || `no answer within ${timeoutMs} ms`}`);
+    const where = several ? `control plane (replicas ${this.servers.join(', ')})` : `control plane at ${this.serverUrl}`;
+    throw new KnowledgeError('unavailable', `${where} unavailable: ${lastProblem || `no answer within ${timeoutMs} ms`}`);
   }
 
   private async backoff(attempt: number, deadline: number): Promise<void> {
@@ -416,7 +472,7 @@ export class HttpControlClient implements ControlClient {
     if (ms > 0) await sleep(ms);
   }
 
-  private errorFor(reply: Reply): KnowledgeError {
+  private errorFor(reply: Reply, server = this.serverUrl): KnowledgeError {
     let code: ErrorCode | undefined;
     let message: string | undefined;
     try {
@@ -429,13 +485,13 @@ export class HttpControlClient implements ControlClient {
     const status = reply.status;
     if (status >= 500) {
       if (code === 'membership_unavailable') return new KnowledgeError(code, message ?? 'membership source unavailable');
-      return new KnowledgeError('unavailable', `control plane at ${this.serverUrl} answered ${status}${message ? `: ${message}` : ''}`);
+      return new KnowledgeError('unavailable', `control plane at ${server} answered ${status}${message ? `: ${message}` : ''}`);
     }
     if (status === 404) return new KnowledgeError('not_found', message ?? 'no such file');
     if (status === 401) return new KnowledgeError('unauthorized', message ?? 'the control plane rejected the runner token');
     if (status === 403) return new KnowledgeError(code === 'forbidden' ? 'forbidden' : 'denied', message ?? 'denied');
     if (code !== undefined && code !== 'internal' && code !== 'config') return new KnowledgeError(code, message ?? code);
-    return new KnowledgeError('unavailable', `control plane at ${this.serverUrl} answered ${status}${message ? `: ${message}` : ''}`);
+    return new KnowledgeError('unavailable', `control plane at ${server} answered ${status}${message ? `: ${message}` : ''}`);
   }
 }
 

@@ -9,7 +9,7 @@ import { formatBytes } from '../core/units.js';
 export interface MountOptions {
   /** Absolute path where `knowledge/` appears; created when missing. */
   readonly mountpoint: string;
-  /** Control plane base URL, e.g. `http://127.0.0.1:7700`. */
+  /** Control plane base URL, e.g. `http://127.0.0.1:7700`, or several replicas' URLs separated by commas. */
   readonly serverUrl: string;
   /** Runner token (from --token-file or KNOWLEDGEFS_TOKEN); kept in memory only. */
   readonly token: string;

@@ -62,7 +62,7 @@ export function registerMount(program: Command, ctx: CliContext, result: Command
     .command('mount')
     .description('Mount knowledge/ for one session (FUSE, foreground): only what the session may load, read-only.')
     .argument('<mountpoint>', 'directory to mount on (created when missing); name it knowledge')
-    .requiredOption('--server <url>', 'control plane URL, e.g. http://127.0.0.1:7420')
+    .requiredOption('--server <url[,url...]>', 'control plane URL, e.g. http://127.0.0.1:7420; several replicas separated by commas (calls move to the next when one fails)')
     .option('--token-file <file>', `file holding the runner token (else $${TOKEN_ENV})`)
     .addOption(parsedOption('--prefetch-threshold <size>', 'materialise every loadable scope when they total at most this; else account + bound + mounted teams', parseSize, d.prefetchThreshold, formatSizeFlag(d.prefetchThreshold)))
     .addOption(parsedOption('--prefetch-content <on|off>', 'fetch all materialised content in the background after mounting', parseOnOff, d.prefetchContent, d.prefetchContent ? 'on' : 'off'))
@@ -83,6 +83,7 @@ Keep --prefetch-threshold ≤ --cache-size (or set --cache-dir) so prefetched co
 
 Examples:
   KNOWLEDGEFS_TOKEN=... knowledgefs mount /workspace/knowledge --server http://cp:7420
+  KNOWLEDGEFS_TOKEN=... knowledgefs mount /workspace/knowledge --server http://cp-a:7420,http://cp-b:7420,http://cp-c:7420
   knowledgefs mount ./knowledge --server http://127.0.0.1:7420 --token-file /run/secrets/kfs-token --grant-ttl 0`,
     )
     .action(async (mountpoint: string, flags: MountFlags) => {
