@@ -32,6 +32,7 @@ const COMMANDS: Record<string, () => Promise<Register>> = {
   doctor: async () => (await import('./commands/doctor.js')).registerDoctor,
   status: async () => (await import('./commands/status.js')).registerStatus,
   mcp: async () => (await import('./commands/mcp.js')).registerMcp,
+  publish: async () => (await import('./commands/publish.js')).registerPublish,
 };
 
 const TOP_LEVEL_EXAMPLES = `
