@@ -176,7 +176,7 @@ function helpOptions(help: string): { flag: string; dflt: string | undefined }[]
     else if (!/^\s/.test(line) && entries.length > 0 && line !== '') break;
   }
   return entries
-    .map((e) => ({ flag: /--[a-z-]+/.exec(e)?.[0] ?? '', dflt: /\(default: "?([^")]*)"?\)$/.exec(e)?.[1] }))
+    .map((e) => ({ flag: /--[a-z0-9-]+/.exec(e)?.[0] ?? '', dflt: /\(default: "?([^")]*)"?\)$/.exec(e)?.[1] }))
     .filter((o) => o.flag !== '' && o.flag !== '--help');
 }
 

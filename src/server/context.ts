@@ -7,7 +7,7 @@ import { createScopeEvaluator, type Decision, type SessionIdentity } from '../co
 import type { ScopeName } from '../core/scope.js';
 import { notFound, errorResponse, type ApiResponse } from './api.js';
 import { toAuditRecord, type AuditAction, type AuditSink } from './audit-log.js';
-import type { DirectorySource } from './directory-source.js';
+import type { DirectoryView } from './pack-source.js';
 import { teamDenialMessage } from './guidance.js';
 import type { MembershipSource } from './membership.js';
 import type { ResolvedOptions } from './options.js';
@@ -21,7 +21,7 @@ export interface RouteContext {
   readonly store: PackStore;
   readonly sessions: SessionState;
   readonly membership: MembershipSource;
-  readonly directory: DirectorySource;
+  readonly directory: DirectoryView;
   readonly audit: AuditSink;
   /** Where routes and backends record metrics (core/metrics.ts names them all). */
   readonly metrics: MetricsRecorder;

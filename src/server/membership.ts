@@ -15,13 +15,13 @@ import { performance } from 'node:perf_hooks';
 import { CONTROL_PLANE_METRICS, type MEMBERSHIP_SOURCES, type MetricsRecorder } from '../core/metrics.js';
 import type { MembershipAnswer } from '../core/policy.js';
 import { isValidTeamId } from '../core/scope.js';
-import type { DirectorySource } from './directory-source.js';
+import type { DirectoryView } from './pack-source.js';
 
 export interface MembershipSource {
   teamsOf(user: string): Promise<MembershipAnswer>;
 }
 
-export function directoryMembership(source: DirectorySource): MembershipSource {
+export function directoryMembership(source: DirectoryView): MembershipSource {
   return {
     async teamsOf(user) {
       const entry = source.directory.users.get(user);

@@ -4,10 +4,32 @@
 
 import { join } from 'node:path';
 import { KnowledgeError } from '../core/errors.js';
+import { resolveS3Config, type S3Config } from '../store/store-config.js';
 
 export interface ControlPlaneOptions {
-  /** Data directory: `directory.json`, `account/`, `teams/<id>/`. Required. */
-  readonly dataDir: string;
+  /** Data directory: `directory.json`, `account/`, `teams/<id>/`. Required unless `store` is given. */
+  readonly dataDir?: string;
+  /**
+   * Serve packs from a publication in object storage (`s3://BUCKET/PREFIX`,
+   * written by `knowledgefs publish`) instead of a data directory. Then
+   * `stateFile` and `auditLog` are required (there is no data directory to
+   * default them into).
+   */
+  readonly store?: string | undefined;
+  /** S3-compatible endpoint. Default $AWS_ENDPOINT_URL_S3, $AWS_ENDPOINT_URL, else AWS's. */
+  readonly s3Endpoint?: string | undefined;
+  /** Longest one object-store request may take. Default 3 000 ms (below the mount's 5 s request timeout). */
+  readonly s3TimeoutMs?: number;
+  /** Where credentials and region come from (AWS_*). Default process.env. */
+  readonly env?: Readonly<Record<string, string | undefined>>;
+  /** How often replicas look for a new publication (one conditional GET). Default 500 ms. */
+  readonly publicationPollMs?: number;
+  /** Bytes of blobs kept in memory. Default 256 MiB. */
+  readonly blobCacheBytes?: number;
+  /** Spill directory for blobs evicted from memory. Default none. */
+  readonly blobCacheDir?: string | undefined;
+  /** Bytes of blobs kept in `blobCacheDir`. Default 4 GiB. */
+  readonly blobCacheDiskBytes?: number;
   /** Session state file. Default `<dataDir>/.knowledgefs/state.json`. Unused with `stateUrl`. */
   readonly stateFile?: string;
   /**
@@ -51,7 +73,13 @@ export interface ControlPlaneOptions {
 }
 
 export interface ResolvedOptions {
-  readonly dataDir: string;
+  /** Set exactly when `s3` is not. */
+  readonly dataDir: string | undefined;
+  readonly s3: S3Config | undefined;
+  readonly publicationPollMs: number;
+  readonly blobCacheBytes: number;
+  readonly blobCacheDir: string | undefined;
+  readonly blobCacheDiskBytes: number;
   readonly stateFile: string;
   readonly stateUrl: string | undefined;
   readonly stateHeartbeatMs: number;
@@ -81,6 +109,10 @@ export const DEFAULTS = {
   membershipRecheckMs: 2_000,
   maxLongPollsPerSession: 4,
   stateHeartbeatMs: 1_000,
+  s3TimeoutMs: 3_000,
+  publicationPollMs: 500,
+  blobCacheBytes: 256 * 1024 * 1024,
+  blobCacheDiskBytes: 4 * 1024 * 1024 * 1024,
 } as const;
 
 /** True for the URLs `stateUrl` takes; anything else given to --state is a file path. */
@@ -107,8 +139,22 @@ function wholeAtLeastOne(name: string, value: number | undefined, fallback: numb
   return v;
 }
 
+/** Where state and the audit log go: under the data directory, or (object storage) where the flags say. */
+function localFiles(o: ControlPlaneOptions): { stateFile: string; auditLog: string } {
+  if (o.store !== undefined) {
+    if (o.dataDir) throw new KnowledgeError('config', '--data and --store exclude each other: packs come from the data directory or from object storage');
+    const noState = o.stateFile === undefined && o.stateUrl === undefined;
+    const missing = [noState ? '--state' : null, o.auditLog === undefined ? '--audit-log' : null].filter((f) => f !== null);
+    if (missing.length > 0) throw new KnowledgeError('config', `with --store, ${missing.join(' and ')} must be given (there is no data directory to keep them in)`);
+    // With PostgreSQL state the file is never opened.
+    return { stateFile: o.stateFile ?? '', auditLog: o.auditLog as string };
+  }
+  if (!o.dataDir) throw new KnowledgeError('config', 'the data directory is required (--data DIR), or object storage (--store s3://BUCKET/PREFIX)');
+  return { stateFile: o.stateFile ?? join(internalDir(o.dataDir), 'state.json'), auditLog: o.auditLog ?? join(internalDir(o.dataDir), 'audit.log') };
+}
+
 export function resolveOptions(o: ControlPlaneOptions): ResolvedOptions {
-  if (!o.dataDir) throw new KnowledgeError('config', 'the data directory is required (--data DIR)');
+  const { stateFile, auditLog } = localFiles(o);
   if (!o.adminToken || o.adminToken.length < 16) {
     throw new KnowledgeError('config', 'the admin token must be at least 16 characters');
   }
@@ -132,15 +178,24 @@ export function resolveOptions(o: ControlPlaneOptions): ResolvedOptions {
     }
     if (!ok) throw new KnowledgeError('config', 'the session-state URL must look like postgres://USER@HOST:PORT/DATABASE');
   }
+  const s3 =
+    o.store === undefined
+      ? undefined
+      : resolveS3Config({ store: o.store, endpoint: o.s3Endpoint, timeoutMs: positive('--s3-timeout', o.s3TimeoutMs, DEFAULTS.s3TimeoutMs), env: o.env ?? process.env });
   return {
-    dataDir: o.dataDir,
-    stateFile: o.stateFile ?? join(internalDir(o.dataDir), 'state.json'),
+    dataDir: o.store === undefined ? o.dataDir : undefined,
+    s3,
+    publicationPollMs: positive('--publication-poll', o.publicationPollMs, DEFAULTS.publicationPollMs),
+    blobCacheBytes: positive('--blob-cache', o.blobCacheBytes, DEFAULTS.blobCacheBytes),
+    blobCacheDir: o.blobCacheDir,
+    blobCacheDiskBytes: positive('--blob-cache-disk', o.blobCacheDiskBytes, DEFAULTS.blobCacheDiskBytes),
+    stateFile,
     stateUrl: o.stateUrl,
     stateHeartbeatMs: positive('--state-heartbeat', o.stateHeartbeatMs, DEFAULTS.stateHeartbeatMs),
     adminToken: o.adminToken,
     membershipUrl: o.membershipUrl?.replace(/\/+$/, ''),
     membershipTimeoutMs: positive('--membership-timeout', o.membershipTimeoutMs, DEFAULTS.membershipTimeoutMs),
-    auditLog: o.auditLog ?? join(internalDir(o.dataDir), 'audit.log'),
+    auditLog,
     watch: o.watch ?? true,
     watchScanIntervalMs: positive('--watch-scan-interval', o.watchScanIntervalMs, DEFAULTS.watchScanIntervalMs),
     scanIntervalMs: positive('--scan-interval', o.scanIntervalMs, DEFAULTS.scanIntervalMs),

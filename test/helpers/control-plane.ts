@@ -47,8 +47,7 @@ export interface TestControlPlane {
   close(): Promise<void>;
 }
 
-export type StartOptions = Partial<Omit<ControlPlaneOptions, 'dataDir'>> & {
-  readonly dataDir: string;
+export type StartOptions = Partial<ControlPlaneOptions> & {
   readonly deps?: ControlPlaneDeps;
   /** Also serve token-less metrics here (port 0 picks one). */
   readonly metricsListen?: ListenAddress;
@@ -86,7 +85,8 @@ export async function startControlPlane(options: StartOptions): Promise<TestCont
 }
 
 export interface SpawnOptions {
-  readonly dataDir: string;
+  /** The data directory; absent when `args` name a `--store`. */
+  readonly dataDir?: string;
   /** Extra `serve` arguments (e.g. ['--membership-url', url]). */
   readonly args?: readonly string[];
   /** Port to listen on; default a free one (kept across restarts). */
@@ -129,7 +129,8 @@ export async function spawnControlPlane(options: SpawnOptions): Promise<SpawnedC
 
   const start = async (): Promise<void> => {
     const runOut = { text: '' };
-    const proc = spawn(process.execPath, [BIN, 'serve', '--data', options.dataDir, '--listen', `127.0.0.1:${port}`, ...args], {
+    const source = options.dataDir !== undefined ? ['--data', options.dataDir] : [];
+    const proc = spawn(process.execPath, [BIN, 'serve', ...source, '--listen', `127.0.0.1:${port}`, ...args], {
       env: { ...process.env, ...options.env, KNOWLEDGEFS_ADMIN_TOKEN: adminToken },
       stdio: ['ignore', 'pipe', 'pipe'],
     });

@@ -1,10 +1,15 @@
-// `knowledgefs serve`: the embedded control plane in the foreground.
+// `knowledgefs serve`: the control plane in the foreground, over a data
+// directory (`--data`, the embedded default) or a publication in object
+// storage (`--store s3://...`, scale-out replicas).
 // Prints exactly one stdout line when ready, `listening on http://HOST:PORT`;
-// logs go to stderr. SIGINT/SIGTERM close cleanly and exit 0.
+// logs go to stderr. SIGINT/SIGTERM close cleanly and exit 0. Object storage
+// unreachable at start (or holding no valid publication) exits 4 with a
+// message naming it; a bad flag exits 2.
 //
-// Admin token: --admin-token-file, else $KNOWLEDGEFS_ADMIN_TOKEN, else the
-// file DATA/.knowledgefs/admin-token (created with a fresh random token, mode
-// 0600, on first start; reused after), whose path is printed on stderr.
+// Admin token: --admin-token-file, else $KNOWLEDGEFS_ADMIN_TOKEN, else (with
+// --data only) the file DATA/.knowledgefs/admin-token (created with a fresh
+// random token, mode 0600, on first start; reused after), whose path is
+// printed on stderr.
 //
 // Session state: --state FILE (default DATA/.knowledgefs/state.json), or
 // PostgreSQL for replicas: --state postgres://USER@HOST/DB, or the whole URL
@@ -25,11 +30,16 @@ import type { CliContext } from '../context.js';
 import { EXIT } from '../exit-codes.js';
 import type { CommandResult } from '../main.js';
 import { parseOnOff, parsedOption } from '../option-parser.js';
+import { STORE_ENVIRONMENT, addS3Options, type StoreFlags } from '../store-flags.js';
 import { ADMIN_TOKEN_ENV, readTokenFile } from '../token-file.js';
 import { parseCount } from './socket-command.js';
 
-interface ServeFlags {
-  data: string;
+interface ServeFlags extends StoreFlags {
+  data?: string;
+  publicationPoll: number;
+  blobCache: number;
+  blobCacheDir?: string;
+  blobCacheDisk: number;
   listen: string;
   state?: string;
   stateHeartbeat: number;
@@ -46,10 +56,11 @@ interface ServeFlags {
   metricsListen?: string;
 }
 
-async function resolveAdminToken(flags: ServeFlags, dataDir: string, ctx: CliContext): Promise<string> {
+async function resolveAdminToken(flags: ServeFlags, dataDir: string | undefined, ctx: CliContext): Promise<string> {
   if (flags.adminTokenFile !== undefined) return readTokenFile(resolve(ctx.cwd, flags.adminTokenFile), '--admin-token-file');
   const fromEnv = ctx.env[ADMIN_TOKEN_ENV];
   if (fromEnv !== undefined && fromEnv.trim() !== '') return fromEnv.trim();
+  if (dataDir === undefined) throw new KnowledgeError('config', `with --store, the admin token must come from --admin-token-file or $${ADMIN_TOKEN_ENV} (every replica needs the same one)`);
   const file = join(internalDir(dataDir), 'admin-token');
   let token: string;
   try {
@@ -93,10 +104,11 @@ function resolveState(flags: ServeFlags, ctx: CliContext): { stateFile?: string;
 }
 
 export function registerServe(program: Command, ctx: CliContext, result: CommandResult): void {
-  program
+  const command = program
     .command('serve')
-    .description('Run the embedded control plane: packs, sessions, CanLoadScope, plans, files, manifest, reminder.')
-    .requiredOption('--data <dir>', 'data directory: directory.json, account/, teams/<id>/')
+    .description('Run the control plane: packs, sessions, CanLoadScope, plans, files, manifest, reminder.')
+    .option('--data <dir>', 'data directory: directory.json, account/, teams/<id>/ (the embedded default)')
+    .option('--store <s3-url>', 'serve the publication at s3://BUCKET/PREFIX (see `knowledgefs publish`) instead of --data; needs --state and --audit-log')
     .option('--listen <host:port>', 'address to listen on (port 0 picks a free port)', '127.0.0.1:7420')
     .option('--state <file|url>', `session state: a file (default DATA/.knowledgefs/state.json), or postgres://USER@HOST:PORT/DB to share it between replicas (else $${STATE_URL_ENV}; no password here: use $${STATE_URL_ENV}, $PGPASSWORD or ~/.pgpass)`)
     .addOption(parsedOption('--state-heartbeat <duration>', 'with PostgreSQL state: heartbeat of the notification connection; a revoked session is refused by every replica within twice this', parseDuration, DEFAULTS.stateHeartbeatMs, formatDurationFlag(DEFAULTS.stateHeartbeatMs)))
@@ -110,7 +122,12 @@ export function registerServe(program: Command, ctx: CliContext, result: Command
     .addOption(parsedOption('--watch-scan-interval <duration>', 'pause between full rescans while the watch works (a safety net for lost events)', parseDuration, DEFAULTS.watchScanIntervalMs, formatDurationFlag(DEFAULTS.watchScanIntervalMs)))
     .addOption(parsedOption('--scan-interval <duration>', "pause between full rescans with --watch off or a failed watch (at least twice the last scan's duration)", parseDuration, DEFAULTS.scanIntervalMs, formatDurationFlag(DEFAULTS.scanIntervalMs)))
     .option('--metrics-listen <host:port>', 'also serve GET /metrics without a token on this address (default: only GET /metrics on --listen, with the admin token)')
-    .addOption(parsedOption('--max-file-size <size>', 'files larger than this are skipped with a log line', parseSize, DEFAULTS.maxFileSize, formatSizeFlag(DEFAULTS.maxFileSize)))
+    .addOption(parsedOption('--max-file-size <size>', 'files larger than this are skipped with a log line', parseSize, DEFAULTS.maxFileSize, formatSizeFlag(DEFAULTS.maxFileSize)));
+  addS3Options(command, DEFAULTS.s3TimeoutMs, "with --store: longest one object-store request may take (keep it below the mounts' --request-timeout)")
+    .addOption(parsedOption('--publication-poll <duration>', 'with --store: how often to look for a new publication (one conditional GET)', parseDuration, DEFAULTS.publicationPollMs, formatDurationFlag(DEFAULTS.publicationPollMs)))
+    .addOption(parsedOption('--blob-cache <size>', 'with --store: file bytes kept in memory', parseSize, DEFAULTS.blobCacheBytes, formatSizeFlag(DEFAULTS.blobCacheBytes)))
+    .option('--blob-cache-dir <dir>', 'with --store: spill blobs evicted from memory to this directory (verified again when read back)')
+    .addOption(parsedOption('--blob-cache-disk <size>', 'with --blob-cache-dir: bytes kept on disk', parseSize, DEFAULTS.blobCacheDiskBytes, formatSizeFlag(DEFAULTS.blobCacheDiskBytes)))
     .addHelpText(
       'after',
       `
@@ -119,23 +136,37 @@ Examples:
   knowledgefs serve --data /srv/knowledge --listen 0.0.0.0:7420 --admin-token-file /run/secrets/kfs-admin
   knowledgefs serve --data /srv/knowledge --membership-url http://people.internal:8080 --membership-timeout 1s
   knowledgefs serve --data /srv/knowledge --metrics-listen 127.0.0.1:9464   # Prometheus scrapes here, no token
-  KNOWLEDGEFS_STATE_URL=postgres://kfs:secret@db.internal/knowledgefs knowledgefs serve --data /srv/knowledge --listen 0.0.0.0:7420`,
+  KNOWLEDGEFS_STATE_URL=postgres://kfs:secret@db.internal/knowledgefs knowledgefs serve --data /srv/knowledge --listen 0.0.0.0:7420
+  knowledgefs serve --store s3://knowledge-prod/kfs --s3-endpoint http://minio:9000 --state postgres://kfs@db/kfs \\
+      --audit-log /var/log/kfs/audit.log --admin-token-file /run/secrets/kfs-admin
+
+${STORE_ENVIRONMENT}`,
     )
     .action(async (flags: ServeFlags) => {
       // Listen for SIGINT/SIGTERM from the start, so a signal during start-up still ends in a clean stop.
       const stopping = ctx.stopSignal();
-      const dataDir = resolve(ctx.cwd, flags.data);
+      if (flags.data === undefined && flags.store === undefined) throw new KnowledgeError('config', 'say where the packs are: --data DIR (a data directory) or --store s3://BUCKET/PREFIX (a publication)');
+      if (flags.data !== undefined && flags.store !== undefined) throw new KnowledgeError('config', '--data and --store exclude each other: packs come from the data directory or from object storage');
+      const dataDir = flags.data === undefined ? undefined : resolve(ctx.cwd, flags.data);
       const { host, port } = parseListenAddress(flags.listen);
       const metricsListen = flags.metricsListen === undefined ? undefined : parseListenAddress(flags.metricsListen, '--metrics-listen');
       const state = resolveState(flags, ctx);
       // A mistyped --data must not get a generated admin token (and directories) created under it.
-      if (!(await stat(dataDir).then((s) => s.isDirectory(), () => false))) {
+      if (dataDir !== undefined && !(await stat(dataDir).then((s) => s.isDirectory(), () => false))) {
         throw new KnowledgeError('config', `--data ${dataDir}: not a directory (it needs directory.json, account/ and teams/<id>/)`);
       }
       const adminToken = await resolveAdminToken(flags, dataDir, ctx);
       const log = (line: string) => ctx.stderr.write(`${line}\n`);
       const cp = await serveControlPlane({
-        dataDir,
+        ...(dataDir !== undefined ? { dataDir } : {}),
+        store: flags.store,
+        s3Endpoint: flags.s3Endpoint,
+        s3TimeoutMs: flags.s3Timeout,
+        env: ctx.env,
+        publicationPollMs: flags.publicationPoll,
+        blobCacheBytes: flags.blobCache,
+        blobCacheDiskBytes: flags.blobCacheDisk,
+        ...(flags.blobCacheDir !== undefined ? { blobCacheDir: resolve(ctx.cwd, flags.blobCacheDir) } : {}),
         host,
         port,
         adminToken,
@@ -154,10 +185,8 @@ Examples:
         ...(flags.auditLog !== undefined ? { auditLog: resolve(ctx.cwd, flags.auditLog) } : {}),
       });
       const files = cp.store.scopes().reduce((n, s) => n + s.files.length, 0);
-      const rescans = cp.watch?.healthy
-        ? `watching ${cp.watch.size} directories, full rescan every ${formatDurationFlag(cp.options.watchScanIntervalMs)}`
-        : `full rescan every ${formatDurationFlag(cp.options.scanIntervalMs)}`;
-      log(`serving ${dataDir}: ${cp.store.scopes().length} scopes, ${files} files, ${await cp.sessions.describe()}; ${rescans}`);
+      const { what, upkeep } = cp.source.describe();
+      log(`serving ${what}: ${cp.store.scopes().length} scopes, ${files} files, ${await cp.sessions.describe()}; ${upkeep}`);
       if (cp.metricsUrl !== undefined) log(`metrics on ${cp.metricsUrl} (no token)`);
       ctx.stdout.write(`listening on ${cp.url}\n`);
       const signal = await stopping;

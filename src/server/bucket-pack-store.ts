@@ -1,0 +1,277 @@
+// The pack store of scale-out replicas: packs read from a publication in
+// object storage (format: core/publication.ts), not from a directory.
+//
+// `refresh()` follows the pointer: a conditional GET of current.json (an
+// unchanged pointer costs one 304), and for a new one the directory.json and
+// every index it names (indexes are immutable, so those already held are
+// reused), then a check that every blob they name exists. Only when all of
+// it is whole and valid does the store switch, in one assignment; a
+// malformed publication (bad JSON, an index that does not hash to its
+// version, a missing index, directory or blob, a pointer to nothing) is
+// refused whole, logged once, and the previous one stays served.
+//
+// `read` looks the file up in the current snapshot (a denied request never
+// gets here: routes decide first), then takes its blob from the cache or the
+// store; bytes that do not match the sha256 are an integrity error and never
+// served. A store that is down or slow is an `unavailable` error (503 with a
+// retry hint); plans keep being served from the last good publication.
+
+import { KnowledgeError } from '../core/errors.js';
+import type { PlanFile, ScopeSnapshot } from '../core/plan.js';
+import {
+  BLOB_PREFIX,
+  MAX_DIRECTORY_BYTES,
+  MAX_INDEX_BYTES,
+  MAX_POINTER_BYTES,
+  POINTER_KEY,
+  PublicationError,
+  blobKey,
+  directoryKey,
+  indexKey,
+  isSha256,
+  parseIndex,
+  parsePointer,
+  samePublication,
+  sha256Hex,
+  type Pointer,
+} from '../core/publication.js';
+import { compareScopes, type ScopeName } from '../core/scope.js';
+import { isObjectStoreError, type ObjectStore } from '../store/object-store.js';
+import { BlobCache } from './blob-cache.js';
+import { parseDirectory, type Directory } from './directory.js';
+import type { PackFile, PackStore } from './pack-store.js';
+
+/** Above this many blobs not yet seen, one listing of blobs/ beats a HEAD each. */
+const HEAD_AT_MOST = 256;
+const PARALLEL = 16;
+
+export interface BucketPackStoreOptions {
+  readonly store: ObjectStore;
+  readonly maxFileSize: number;
+  readonly cacheBytes: number;
+  readonly cacheDir?: string | undefined;
+  readonly cacheDiskBytes?: number;
+  readonly log: (line: string) => void;
+}
+
+interface Publication {
+  readonly pointer: Pointer;
+  readonly etag: string | undefined;
+  readonly directory: Directory;
+  readonly byScope: ReadonlyMap<ScopeName, ScopeSnapshot>;
+  readonly sorted: readonly ScopeSnapshot[];
+  /** Every blob the publication names (checked present when it was taken). */
+  readonly blobs: ReadonlySet<string>;
+}
+
+export type RefreshOutcome = 'unchanged' | 'switched' | 'refused';
+
+async function eachLimited<T>(items: readonly T[], work: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) await work(items[next++] as T);
+  };
+  await Promise.all(Array.from({ length: Math.min(PARALLEL, items.length) }, worker));
+}
+
+export class BucketPackStore implements PackStore {
+  private current: Publication | null = null;
+  /** The etag of a pointer that was refused: not re-examined until it changes. */
+  private refusedEtag: string | undefined;
+  private queue: Promise<unknown> = Promise.resolve();
+  private readonly paths = new WeakMap<ScopeSnapshot, Map<string, PlanFile>>();
+  private readonly blobs: BlobCache;
+  private readonly logged = new Set<string>();
+  generation = 0;
+
+  constructor(private readonly options: BucketPackStoreOptions) {
+    const store = options.store;
+    this.blobs = new BlobCache({
+      memoryBytes: options.cacheBytes,
+      diskDir: options.cacheDir,
+      ...(options.cacheDiskBytes !== undefined ? { diskBytes: options.cacheDiskBytes } : {}),
+      log: options.log,
+      fetch: async (sha, size) => {
+        let got;
+        try {
+          got = await store.get(blobKey(sha), { maxBytes: size });
+        } catch (err) {
+          if (isObjectStoreError(err) && err.failure === 'too_large') throw this.corrupt(sha, `larger than the ${size} bytes its index says`);
+          throw err;
+        }
+        if (got === null || got === 'not-modified') {
+          throw new KnowledgeError('unavailable', `${store.description}: ${blobKey(sha)} is missing (deleted after it was published?)`);
+        }
+        if (got.bytes.length !== size) throw this.corrupt(sha, `${got.bytes.length} bytes, its index says ${size}`);
+        return got.bytes;
+      },
+      corrupt: (sha, actual, source) => this.corrupt(sha, `${source === 'disk' ? 'cached copy on disk ' : ''}hashes to ${actual}`),
+    });
+  }
+
+  private corrupt(sha: string, problem: string): KnowledgeError {
+    const err = new KnowledgeError('integrity', `${this.options.store.description}: ${blobKey(sha)} is corrupt (${problem}); not served`);
+    this.logOnce(err.message);
+    return err;
+  }
+
+  private logOnce(line: string): void {
+    if (this.logged.has(line)) return;
+    if (this.logged.size > 10_000) this.logged.clear();
+    this.logged.add(line);
+    this.options.log(line);
+  }
+
+  /** The publication being served; null before the first `refresh` succeeded. */
+  get pointer(): Pointer | null {
+    return this.current?.pointer ?? null;
+  }
+
+  /** directory.json of the publication being served. */
+  get directory(): Directory {
+    if (this.current === null) throw new KnowledgeError('unavailable', `${this.options.store.description}: no publication loaded yet`);
+    return this.current.directory;
+  }
+
+  get cache(): BlobCache {
+    return this.blobs;
+  }
+
+  scopes(): readonly ScopeSnapshot[] {
+    return this.current?.sorted ?? [];
+  }
+
+  snapshot(scope: ScopeName): ScopeSnapshot | undefined {
+    return this.current?.byScope.get(scope);
+  }
+
+  /**
+   * Follows the pointer. Throws an ObjectStoreError when the store is
+   * unreachable (nothing changes), and a PublicationError when there is no
+   * valid publication at all yet; once one is served, a malformed new one is
+   * logged and answered `'refused'`.
+   */
+  refresh(): Promise<RefreshOutcome> {
+    const next = this.queue.then(() => this.doRefresh());
+    this.queue = next.catch(() => undefined);
+    return next;
+  }
+
+  private async doRefresh(): Promise<RefreshOutcome> {
+    const store = this.options.store;
+    const known = this.refusedEtag ?? this.current?.etag;
+    const got = await store.get(POINTER_KEY, { maxBytes: MAX_POINTER_BYTES, ...(known !== undefined ? { ifNoneMatch: known } : {}) });
+    if (got === 'not-modified') return this.refusedEtag !== undefined ? 'refused' : 'unchanged';
+    try {
+      if (got === null) throw new PublicationError(POINTER_KEY, 'missing: there is no publication (run knowledgefs publish --data DIR --store ...)');
+      const pointer = parsePointer(got.bytes);
+      const current = this.current;
+      if (current !== null && samePublication(current.pointer, pointer)) {
+        this.current = { ...current, pointer, etag: got.etag };
+        this.refusedEtag = undefined;
+        return 'unchanged';
+      }
+      const next = await this.load(pointer, got.etag);
+      this.install(next);
+      return 'switched';
+    } catch (err) {
+      if (!(err instanceof PublicationError)) throw err;
+      const where = `${store.description}: refusing the publication${got !== null ? ` in ${POINTER_KEY}` : ''}: ${err.message}`;
+      if (this.current === null) throw new PublicationError(err.key, `${where}`);
+      this.logOnce(`${where}; still serving the one published ${this.current.pointer.publishedAt}`);
+      this.refusedEtag = got?.etag;
+      return 'refused';
+    }
+  }
+
+  private async load(pointer: Pointer, etag: string | undefined): Promise<Publication> {
+    const store = this.options.store;
+    let directory: Directory;
+    if (this.current !== null && this.current.pointer.directory === pointer.directory) directory = this.current.directory;
+    else {
+      const key = directoryKey(pointer.directory);
+      const got = await store.get(key, { maxBytes: MAX_DIRECTORY_BYTES });
+      if (got === null || got === 'not-modified') throw new PublicationError(key, `missing (named by ${POINTER_KEY})`);
+      if (sha256Hex(got.bytes) !== pointer.directory) throw new PublicationError(key, 'does not hash to its name');
+      try {
+        directory = parseDirectory(JSON.parse(got.bytes.toString('utf8')), key);
+      } catch (err) {
+        throw new PublicationError(key, err instanceof KnowledgeError ? err.message.replace(`${key}: `, '') : `not valid JSON (${err instanceof Error ? err.message : String(err)})`);
+      }
+    }
+    const byScope = new Map<ScopeName, ScopeSnapshot>();
+    await eachLimited(Object.entries(pointer.scopes), async ([scope, version]) => {
+      const held = this.current?.byScope.get(scope);
+      if (held !== undefined && held.version === version) {
+        byScope.set(scope, held);
+        return;
+      }
+      const key = indexKey(scope, version);
+      const got = await store.get(key, { maxBytes: MAX_INDEX_BYTES });
+      if (got === null || got === 'not-modified') throw new PublicationError(key, `missing (named by ${POINTER_KEY})`);
+      byScope.set(scope, parseIndex(got.bytes, scope, version, this.options.maxFileSize));
+    });
+    const blobs = new Set<string>();
+    const where = new Map<string, string>();
+    for (const s of byScope.values()) {
+      for (const f of s.files) {
+        if (!blobs.has(f.sha256)) where.set(f.sha256, `${s.scope}/${f.path}`);
+        blobs.add(f.sha256);
+      }
+    }
+    await this.checkBlobs(blobs, where);
+    const sorted = [...byScope.values()].sort((a, b) => compareScopes(a.scope, b.scope));
+    return { pointer, etag, directory, byScope, sorted, blobs };
+  }
+
+  /** Every blob the new publication names must exist; those the current one names were checked already. */
+  private async checkBlobs(blobs: ReadonlySet<string>, where: ReadonlyMap<string, string>): Promise<void> {
+    const store = this.options.store;
+    const unseen = [...blobs].filter((sha) => this.current?.blobs.has(sha) !== true);
+    const missing = (sha: string) => new PublicationError(blobKey(sha), `missing (the blob of ${where.get(sha) ?? sha})`);
+    if (unseen.length <= HEAD_AT_MOST) {
+      await eachLimited(unseen, async (sha) => {
+        if (!(await store.has(blobKey(sha)))) throw missing(sha);
+      });
+      return;
+    }
+    const wanted = new Set(unseen);
+    for await (const key of store.list(BLOB_PREFIX)) {
+      const sha = key.slice(BLOB_PREFIX.length);
+      if (isSha256(sha)) wanted.delete(sha);
+    }
+    for (const sha of wanted) throw missing(sha);
+  }
+
+  private install(next: Publication): void {
+    this.current = next;
+    this.refusedEtag = undefined;
+    this.generation++;
+  }
+
+  private locate(scope: ScopeName, path: string): PlanFile | undefined {
+    const snapshot = this.current?.byScope.get(scope);
+    if (snapshot === undefined) return undefined;
+    let byPath = this.paths.get(snapshot);
+    if (byPath === undefined) {
+      byPath = new Map(snapshot.files.map((f) => [f.path, f]));
+      this.paths.set(snapshot, byPath);
+    }
+    return byPath.get(path);
+  }
+
+  async read(scope: ScopeName, path: string): Promise<PackFile | null> {
+    const file = this.locate(scope, path);
+    if (file === undefined) return null;
+    const bytes = await this.blobs.get(file.sha256, file.size);
+    return { bytes, sha256: file.sha256, size: file.size, mtimeMs: file.mtimeMs };
+  }
+
+  /** Only blobs already in memory: anything else needs the store (`read`). */
+  readSmallSync(scope: ScopeName, path: string): PackFile | null | undefined {
+    const file = this.locate(scope, path);
+    if (file === undefined) return null;
+    const bytes = this.blobs.peek(file.sha256);
+    return bytes === undefined ? undefined : { bytes, sha256: file.sha256, size: file.size, mtimeMs: file.mtimeMs };
+  }
+}

@@ -1,0 +1,390 @@
+// A control plane serving packs from a publication in a real S3-protocol
+// server (s3rver in a child process): the same answers as from a directory,
+// new publications followed without a rescan, malformed ones refused whole,
+// corrupt blobs never served, denied requests never touching the store, and
+// a store that goes away answered with 503 + Retry-After, never a wrong answer.
+
+import { createHash } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { KnowledgeError } from '../src/core/errors.js';
+import { POINTER_KEY, blobKey, indexKey, parsePointer, serializePointer } from '../src/core/publication.js';
+import type { Plan } from '../src/core/plan.js';
+import { SHA256_HEADER } from '../src/core/wire.js';
+import { droppingPuts, publishTo, s3Store, startBucketControlPlane, type BucketControlPlane } from './helpers/bucket.js';
+import { makeDataDir, removeDataDir, writeDataFile, type DataDirSpec } from './helpers/data-dir.js';
+import { startS3, type TestS3 } from './helpers/s3rver.js';
+
+const sha = (s: string | Buffer) => createHash('sha256').update(s).digest('hex');
+
+const spec: DataDirSpec = {
+  teams: { payments: 'Payments', search: 'Search' },
+  users: { alice: { teams: ['payments'] } },
+  files: {
+    'account/DUTY.md': '# Account duty\n',
+    'account/guide.md': 'guide v1\n',
+    'teams/payments/DUTY.md': '# Payments duty\n',
+    'teams/payments/runbooks/db.md': 'db v1\n',
+    'teams/search/DUTY.md': '# Search duty\n',
+    'teams/search/arch.md': 'search arch\n',
+  },
+};
+
+let s3: TestS3;
+let dir: string;
+let n = 0;
+/** A fresh prefix per test: publications do not leak between tests. */
+const prefix = () => `t${++n}`;
+
+beforeAll(async () => {
+  s3 = await startS3();
+  dir = await makeDataDir(spec);
+});
+afterAll(async () => {
+  await s3?.close();
+  await removeDataDir(dir);
+});
+
+const auth = (token: string) => ({ authorization: `Bearer ${token}` });
+
+async function plan(cp: BucketControlPlane, token: string): Promise<Plan> {
+  const res = await fetch(`${cp.url}/v1/plan`, { headers: auth(token) });
+  expect(res.status).toBe(200);
+  return (await res.json()) as Plan;
+}
+
+async function file(cp: BucketControlPlane, token: string, path: string) {
+  const res = await fetch(`${cp.url}/v1/files/${path}`, { headers: auth(token) });
+  const bytes = Buffer.from(await res.arrayBuffer());
+  return { status: res.status, bytes, sha: res.headers.get(SHA256_HEADER), retryAfter: res.headers.get('retry-after'), text: bytes.toString('utf8') };
+}
+
+async function until(what: string, check: () => Promise<boolean> | boolean, ms = 10_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+function filesOf(p: Plan, scope: string): Record<string, string> {
+  return Object.fromEntries((p.scopes.find((s) => s.scope === scope)?.files ?? []).map((f) => [f.path, f.sha256]));
+}
+
+describe('serving a publication', () => {
+  it('serves the same plan and bytes the directory holds, verified by sha256', async () => {
+    const p = prefix();
+    await publishTo(s3, p, dir);
+    const cp = await startBucketControlPlane(s3, p);
+    try {
+      const s = await cp.createSession({ kind: 'personal', creator: 'alice', team: 'payments' });
+      const got = await plan(cp, s.token);
+      expect(got.scopes.map((x) => x.scope)).toEqual(['account', 'team_payments']);
+      expect(filesOf(got, 'team_payments')).toEqual({ 'DUTY.md': sha('# Payments duty\n'), 'runbooks/db.md': sha('db v1\n') });
+      const f = await file(cp, s.token, 'team_payments/runbooks/db.md');
+      expect(f).toMatchObject({ status: 200, text: 'db v1\n', sha: sha('db v1\n') });
+      // The read tool and the manifest take the same path through the store.
+      const read = await fetch(`${cp.url}/v1/read`, { method: 'POST', headers: auth(s.token), body: JSON.stringify({ path: 'account/guide.md' }) });
+      expect(((await read.json()) as { contentBase64: string }).contentBase64).toBe(Buffer.from('guide v1\n').toString('base64'));
+      const manifest = (await (await fetch(`${cp.url}/v1/manifest`, { headers: auth(s.token) })).json()) as { text: string };
+      expect(manifest.text).toContain('# Payments duty');
+      expect((await file(cp, s.token, 'team_payments/nope.md')).status).toBe(404);
+    } finally {
+      await cp.close();
+    }
+  });
+
+  it('follows a new publication without a rescan, and an unchanged pointer costs one conditional GET a poll', async () => {
+    const p = prefix();
+    const data = await makeDataDir(spec);
+    await publishTo(s3, p, data);
+    const cp = await startBucketControlPlane(s3, p, { publicationPollMs: 50 });
+    try {
+      const s = await cp.createSession({ kind: 'team', creator: 'alice', team: 'payments' });
+      const before = await plan(cp, s.token);
+      const gets = cp.store.counts.get;
+      const others = cp.store.counts.list + cp.store.counts.has + cp.store.counts.put;
+      await new Promise((r) => setTimeout(r, 500));
+      // Only pointer polls happened: no listing, no HEAD, one GET per poll.
+      expect(cp.store.counts.list + cp.store.counts.has + cp.store.counts.put).toBe(others);
+      expect(cp.store.counts.get - gets).toBeGreaterThan(3);
+      await writeDataFile(data, 'teams/payments/runbooks/db.md', 'db v2\n');
+      await writeDataFile(data, 'teams/payments/new.md', 'new\n');
+      await publishTo(s3, p, data);
+      await until('the new publication', async () => (await plan(cp, s.token)).version !== before.version);
+      const after = await plan(cp, s.token);
+      expect(filesOf(after, 'team_payments')['runbooks/db.md']).toBe(sha('db v2\n'));
+      expect((await file(cp, s.token, 'team_payments/new.md')).text).toBe('new\n');
+      expect((await file(cp, s.token, 'team_payments/runbooks/db.md')).text).toBe('db v2\n');
+    } finally {
+      await cp.close();
+      await removeDataDir(data);
+    }
+  });
+
+  it('a plan long-poll answers as soon as a new publication arrives', async () => {
+    const p = prefix();
+    const data = await makeDataDir(spec);
+    await publishTo(s3, p, data);
+    const cp = await startBucketControlPlane(s3, p, { publicationPollMs: 50 });
+    try {
+      const s = await cp.createSession({ kind: 'team', creator: 'alice', team: 'payments' });
+      const first = await fetch(`${cp.url}/v1/plan`, { headers: auth(s.token) });
+      const etag = first.headers.get('etag') as string;
+      await first.arrayBuffer();
+      const waiting = fetch(`${cp.url}/v1/plan?wait=20`, { headers: { ...auth(s.token), 'if-none-match': etag } });
+      await new Promise((r) => setTimeout(r, 200));
+      await writeDataFile(data, 'teams/payments/DUTY.md', '# Payments duty v2\n');
+      await publishTo(s3, p, data);
+      const res = await waiting;
+      expect(res.status).toBe(200);
+      expect(filesOf((await res.json()) as Plan, 'team_payments')['DUTY.md']).toBe(sha('# Payments duty v2\n'));
+    } finally {
+      await cp.close();
+      await removeDataDir(data);
+    }
+  });
+});
+
+describe('denied requests never touch the store', () => {
+  it('counts object-store requests: a denial adds none, an allowed first read adds one', async () => {
+    const p = prefix();
+    await publishTo(s3, p, dir);
+    const cp = await startBucketControlPlane(s3, p, { publicationPollMs: 60_000 });
+    try {
+      const team = await cp.createSession({ kind: 'team', creator: 'alice', team: 'payments' });
+      const personal = await cp.createSession({ kind: 'personal', creator: 'alice', team: 'payments' });
+      const before = cp.store.total();
+      expect((await file(cp, team.token, 'team_search/arch.md')).status).toBe(403);
+      expect((await file(cp, personal.token, 'team_search/arch.md')).status).toBe(404);
+      const read = await fetch(`${cp.url}/v1/read`, { method: 'POST', headers: auth(personal.token), body: JSON.stringify({ path: 'team_search/DUTY.md' }) });
+      expect(read.status).toBe(404);
+      const batch = await fetch(`${cp.url}/v1/batch`, { method: 'POST', headers: auth(team.token), body: JSON.stringify({ scope: 'team_search', paths: ['arch.md'] }) });
+      expect(batch.status).toBe(403);
+      expect(cp.store.total()).toBe(before);
+      // The counter does count: an allowed read of an uncached blob is one GET.
+      expect((await file(cp, team.token, 'team_payments/runbooks/db.md')).status).toBe(200);
+      expect(cp.store.total()).toBe(before + 1);
+      // ...and a second read is served from the cache.
+      expect((await file(cp, team.token, 'team_payments/runbooks/db.md')).status).toBe(200);
+      expect(cp.store.total()).toBe(before + 1);
+    } finally {
+      await cp.close();
+    }
+  });
+});
+
+describe('malformed publications are refused whole', () => {
+  async function setup() {
+    const p = prefix();
+    const data = await makeDataDir(spec);
+    await publishTo(s3, p, data);
+    const cp = await startBucketControlPlane(s3, p, { publicationPollMs: 50 });
+    const s = await cp.createSession({ kind: 'team', creator: 'alice', team: 'payments' });
+    const good = await plan(cp, s.token);
+    const raw = s3Store(s3, p);
+    const pointerBytes = (await raw.get(POINTER_KEY, { maxBytes: 1 << 20 })) as { bytes: Buffer };
+    const pointer = parsePointer(pointerBytes.bytes);
+    return { p, data, cp, s, good, raw, pointer };
+  }
+
+  const cases: { name: string; log: RegExp; corrupt: (ctx: Awaited<ReturnType<typeof setup>>) => Promise<void> }[] = [
+    { name: 'a pointer that is not JSON', log: /current\.json: not valid JSON/, corrupt: ({ raw }) => raw.put(POINTER_KEY, Buffer.from('{"format": 1, "scop')) },
+    {
+      name: 'a pointer to an index that does not exist',
+      log: /indexes\/team_payments\/f{64}\.json: missing/,
+      corrupt: ({ raw, pointer }) => raw.put(POINTER_KEY, serializePointer({ ...pointer, scopes: { ...pointer.scopes, team_payments: 'f'.repeat(64) } })),
+    },
+    {
+      name: 'a pointer to a directory.json that does not exist',
+      log: /directories\/e{64}\.json: missing/,
+      corrupt: ({ raw, pointer }) => raw.put(POINTER_KEY, serializePointer({ ...pointer, directory: 'e'.repeat(64) })),
+    },
+    {
+      name: 'an index whose files do not hash to its version',
+      log: /do not hash to the version/,
+      corrupt: async ({ raw, pointer, data, p }) => {
+        // A real new publication, then its new index tampered with before replicas look.
+        await writeDataFile(data, 'teams/payments/runbooks/db.md', 'db v2\n');
+        const next = await publishTo(s3, p, data, { wrap: (st) => droppingPuts(st, (k) => k === POINTER_KEY) });
+        const version = next.pointer.scopes['team_payments'] as string;
+        const key = indexKey('team_payments', version);
+        const index = JSON.parse(((await raw.get(key, { maxBytes: 1 << 20 })) as { bytes: Buffer }).bytes.toString()) as { files: { sha256: string }[] };
+        (index.files[0] as { sha256: string }).sha256 = 'a'.repeat(64);
+        await raw.put(key, Buffer.from(JSON.stringify(index)));
+        await raw.put(POINTER_KEY, serializePointer({ ...pointer, scopes: { ...pointer.scopes, team_payments: version }, publishedAt: 'later' }));
+      },
+    },
+    {
+      name: 'a publication naming a blob that is missing',
+      log: /blobs\/[0-9a-f]{64}: missing \(the blob of team_payments\/runbooks\/db\.md\)/,
+      corrupt: async ({ data, p }) => {
+        await writeDataFile(data, 'teams/payments/runbooks/db.md', 'db v3, never uploaded\n');
+        // Publish everything but that blob.
+        await publishTo(s3, p, data, { wrap: (st) => droppingPuts(st, (k) => k === blobKey(sha('db v3, never uploaded\n'))) });
+      },
+    },
+  ];
+
+  for (const c of cases) {
+    it(`${c.name}: the previous one stays served, one log line says why`, async () => {
+      const ctx = await setup();
+      try {
+        await c.corrupt(ctx);
+        await until('the refusal log line', () => ctx.cp.logs.some((l) => /refusing the publication/.test(l) && c.log.test(l)));
+        const still = await plan(ctx.cp, ctx.s.token);
+        expect(still.version).toBe(ctx.good.version);
+        expect((await file(ctx.cp, ctx.s.token, 'team_payments/runbooks/db.md')).text).toBe('db v1\n');
+        // Logged once, not once per poll.
+        await new Promise((r) => setTimeout(r, 300));
+        expect(ctx.cp.logs.filter((l) => /refusing the publication/.test(l))).toHaveLength(1);
+        // A good publication afterwards is taken.
+        await writeDataFile(ctx.data, 'teams/payments/runbooks/db.md', 'db v4\n');
+        await publishTo(s3, ctx.p, ctx.data);
+        await until('the good publication', async () => (await file(ctx.cp, ctx.s.token, 'team_payments/runbooks/db.md')).text === 'db v4\n');
+      } finally {
+        await ctx.raw.close();
+        await ctx.cp.close();
+        await removeDataDir(ctx.data);
+      }
+    });
+  }
+
+  it('a pointer that vanishes keeps the last publication served', async () => {
+    const ctx = await setup();
+    try {
+      const { rm } = await import('node:fs/promises');
+      await rm(`${s3.dir}/${s3.bucket}/${ctx.p}/current.json._S3rver_object`, { force: true });
+      await until('the refusal', () => ctx.cp.logs.some((l) => /current\.json: missing/.test(l)));
+      expect((await plan(ctx.cp, ctx.s.token)).version).toBe(ctx.good.version);
+    } finally {
+      await ctx.raw.close();
+      await ctx.cp.close();
+      await removeDataDir(ctx.data);
+    }
+  });
+});
+
+describe('integrity', () => {
+  it('a blob whose bytes do not match its sha256 is a 502 integrity error and never served', async () => {
+    const p = prefix();
+    await publishTo(s3, p, dir);
+    const raw = s3Store(s3, p);
+    const cp = await startBucketControlPlane(s3, p);
+    try {
+      await raw.put(blobKey(sha('db v1\n')), Buffer.from('db vX\n'));
+      const s = await cp.createSession({ kind: 'team', creator: 'alice', team: 'payments' });
+      const f = await file(cp, s.token, 'team_payments/runbooks/db.md');
+      expect(f.status).toBe(502);
+      expect(f.text).not.toContain('db vX');
+      expect(JSON.parse(f.text)).toMatchObject({ error: { code: 'integrity' } });
+      expect(cp.logs.some((l) => /blobs\/[0-9a-f]{64} is corrupt \(hashes to/.test(l))).toBe(true);
+      // A body longer than the index says is refused while it streams in.
+      await raw.put(blobKey(sha('# Payments duty\n')), Buffer.alloc(10_000_000, 'x'));
+      const big = await file(cp, s.token, 'team_payments/DUTY.md');
+      expect(big.status).toBe(502);
+      expect(big.bytes.length).toBeLessThan(1000);
+      // Repaired in the store: served again (nothing bad was cached).
+      await raw.put(blobKey(sha('db v1\n')), Buffer.from('db v1\n'));
+      expect((await file(cp, s.token, 'team_payments/runbooks/db.md')).text).toBe('db v1\n');
+    } finally {
+      await raw.close();
+      await cp.close();
+    }
+  });
+});
+
+describe('the store unreachable', () => {
+  it('at start: the control plane does not start, and says which store and why', async () => {
+    const p = prefix();
+    const err = await startBucketControlPlane(s3, p).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(KnowledgeError);
+    expect((err as KnowledgeError).code).toBe('unavailable');
+    expect((err as Error).message).toMatch(new RegExp(`s3://${s3.bucket}/${p} at http://127\\.0\\.0\\.1:\\d+: refusing the publication: current\\.json: missing`));
+    const down = await startBucketControlPlane(s3, p, { env: { ...s3.env, AWS_ENDPOINT_URL_S3: 'http://127.0.0.1:1' } }).catch((e: unknown) => e);
+    expect((down as KnowledgeError).code).toBe('unavailable');
+    expect((down as Error).message).toMatch(/GET s3:\/\/knowledge\/t\d+\/current\.json: cannot reach http:\/\/127\.0\.0\.1:1 \(ECONNREFUSED\)/);
+  });
+
+  it('while serving: plans still answer, reads that need the store are 503 with Retry-After, and it recovers', async () => {
+    const p = prefix();
+    await publishTo(s3, p, dir);
+    const cp = await startBucketControlPlane(s3, p, { publicationPollMs: 50, s3TimeoutMs: 500 });
+    try {
+      const s = await cp.createSession({ kind: 'team', creator: 'alice', team: 'payments' });
+      expect((await file(cp, s.token, 'team_payments/DUTY.md')).status).toBe(200);
+      await s3.stop();
+      await until('the outage log line', () => cp.logs.some((l) => /cannot follow new publications: .*cannot reach/.test(l)));
+      expect((await plan(cp, s.token)).scopes.length).toBe(2);
+      // Cached: still served.
+      expect((await file(cp, s.token, 'team_payments/DUTY.md')).text).toBe('# Payments duty\n');
+      const down = await file(cp, s.token, 'team_payments/runbooks/db.md');
+      expect(down.status).toBe(503);
+      expect(down.retryAfter).toBe('1');
+      expect(JSON.parse(down.text).error.message).toMatch(/blobs\/[0-9a-f]{64}: cannot reach/);
+      await s3.start();
+      await until('recovery', async () => (await file(cp, s.token, 'team_payments/runbooks/db.md')).status === 200);
+      await until('the recovery log line', () => cp.logs.some((l) => /reachable again/.test(l)));
+      // Hanging: a 503 within the timeout, not a hung request.
+      s3.pause();
+      const started = Date.now();
+      const slow = await file(cp, s.token, 'account/guide.md');
+      expect(slow.status).toBe(503);
+      expect(JSON.parse(slow.text).error.message).toContain('--s3-timeout');
+      expect(Date.now() - started).toBeLessThan(5_000);
+    } finally {
+      s3.resume();
+      await s3.start();
+      await cp.close();
+    }
+  });
+});
+
+describe('knowledgefs serve --store (CLI)', () => {
+  const run = async (args: string[], env: Record<string, string>) => {
+    const { spawn } = await import('node:child_process');
+    const { BIN } = await import('./helpers/control-plane.js');
+    return new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+      const child = spawn(process.execPath, [BIN, 'serve', '--listen', '127.0.0.1:0', ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+      let stdout = '';
+      let stderr = '';
+      child.stdout.on('data', (d: Buffer) => {
+        stdout += d.toString();
+        if (stdout.includes('listening on')) child.kill('SIGTERM');
+      });
+      child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+      child.on('exit', (code) => resolve({ code, stdout, stderr }));
+    });
+  };
+
+  it('starts on a publication, says what it serves; exit 4 when the store is unreachable, 2 for bad flags', async () => {
+    const p = prefix();
+    await publishTo(s3, p, dir);
+    const { mkdtemp, rm } = await import('node:fs/promises');
+    const { tmpdir } = await import('node:os');
+    const tmp = await mkdtemp(`${tmpdir()}/kfs-serve-`);
+    const env = { ...s3.env, KNOWLEDGEFS_ADMIN_TOKEN: 'kfsadmin_0123456789abcdef' };
+    const files = ['--state', `${tmp}/state.json`, '--audit-log', `${tmp}/audit.log`];
+    try {
+      const ok = await run(['--store', `s3://${s3.bucket}/${p}`, ...files], env);
+      expect(ok.code).toBe(0);
+      expect(ok.stderr).toMatch(new RegExp(`serving s3://${s3.bucket}/${p} at http://127\\.0\\.0\\.1:\\d+ \\(published \\S+\\): 3 scopes, 6 files, 0 sessions in \\S+; new publications looked for every 500ms; blob cache 256\\.0 MiB in memory`));
+      const down = await run(['--store', `s3://${s3.bucket}/${p}`, '--s3-endpoint', 'http://127.0.0.1:1', ...files], env);
+      expect(down.code).toBe(4);
+      expect(down.stderr).toMatch(/current\.json: cannot reach http:\/\/127\.0\.0\.1:1/);
+      const empty = await run(['--store', `s3://${s3.bucket}/nothing-here`, ...files], env);
+      expect(empty.code).toBe(4);
+      expect(empty.stderr).toMatch(/current\.json: missing: there is no publication \(run knowledgefs publish/);
+      const both = await run(['--store', `s3://${s3.bucket}/${p}`, '--data', dir, ...files], env);
+      expect(both.code).toBe(2);
+      expect(both.stderr).toMatch(/--data and --store exclude each other/);
+      const noState = await run(['--store', `s3://${s3.bucket}/${p}`], env);
+      expect(noState.code).toBe(2);
+      expect(noState.stderr).toMatch(/with --store, --state and --audit-log must be given/);
+      const noToken = await run(['--store', `s3://${s3.bucket}/${p}`, ...files], s3.env);
+      expect(noToken.code).toBe(2);
+      expect(noToken.stderr).toMatch(/with --store, the admin token must come from --admin-token-file or \$KNOWLEDGEFS_ADMIN_TOKEN/);
+    } finally {
+      await rm(tmp, { recursive: true, force: true });
+    }
+  });
+});
