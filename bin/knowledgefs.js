@@ -3,7 +3,13 @@
 import { main } from '../dist/cli/main.js';
 
 main(process.argv).then(
-  (code) => { process.exitCode = code; },
+  (code) => {
+    process.exitCode = code;
+    // The command is done. A handle left holding the event loop (fuse-native's
+    // loop after a mount was detached by someone else) must not keep the
+    // process alive: exit shortly after, unless it ends by itself first.
+    setTimeout(() => process.exit(), 500).unref();
+  },
   (err) => {
     process.stderr.write(`knowledgefs: ${err instanceof Error ? err.message : String(err)}\n`);
     process.exitCode = 1;

@@ -10,6 +10,8 @@ export const EXIT = {
   denied: 3,
   unavailable: 4,
   failure: 5,
+  /** A stop (SIGTERM/SIGINT) did not finish within its deadline; the process exited without a clean shutdown. */
+  stopTimedOut: 6,
 } as const;
 
 export const EXIT_FOR_CODE = {

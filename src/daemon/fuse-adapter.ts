@@ -25,6 +25,7 @@ import type { FuseOp } from '../core/metrics.js';
 import { EROFS, ErrnoMapper } from './errno.js';
 import type { FuseOpMeter } from './fuse-op-meter.js';
 import type { KnowledgeFilesystem, StatFs } from './filesystem.js';
+import { mountEntry } from './stale-mount.js';
 
 type Cb<T extends unknown[] = []> = (code: number, ...result: Partial<T>) => void;
 
@@ -227,8 +228,13 @@ export function mountFuse(mountpoint: string, fs: KnowledgeFilesystem, opts: Fus
         unmount: () => {
           unmounted ??= new Promise<void>((done) => {
             fuse.unmount((unmountErr) => {
-              if (unmountErr) opts.log(`unmount ${mountpoint}: ${unmountErr.message}`);
-              done();
+              if (unmountErr === null) return done();
+              // Detached underneath us (fusermount -uz, a container runtime): nothing left to unmount.
+              void mountEntry(mountpoint).then((entry) => {
+                const why = unmountErr.message.trim().split('\n').pop() ?? '';
+                opts.log(entry === undefined ? `${mountpoint} was already detached (${why}); stopping` : `unmount ${mountpoint}: ${unmountErr.message}`);
+                done();
+              });
             });
           });
           return unmounted;

@@ -19,6 +19,7 @@ import { keepYoungGenerationSmall } from '../../daemon/heap.js';
 import { runMountDaemon } from '../../daemon/run-mount.js';
 import { MOUNT_DEFAULTS } from '../../daemon/options.js';
 import type { CliContext } from '../context.js';
+import { armStopDeadline } from '../../daemon/stop-deadline.js';
 import { EXIT } from '../exit-codes.js';
 import type { CommandResult } from '../main.js';
 import { parseOnOff, parsedOption } from '../option-parser.js';
@@ -90,7 +91,11 @@ Examples:
       const metricsListen = flags.metricsListen === undefined ? undefined : parseListenAddress(flags.metricsListen, '--metrics-listen');
       const token = await resolveToken(flags, ctx);
       keepYoungGenerationSmall(process.execArgv, process.env.NODE_OPTIONS);
-      const stop = ctx.stopSignal();
+      const log = (line: string) => ctx.stderr.write(`${line}\n`);
+      const stop = ctx.stopSignal().then((signal) => {
+        armStopDeadline(signal, log);
+        return signal;
+      });
       await runMountDaemon(
         {
           mountpoint: resolve(ctx.cwd, mountpoint),
@@ -110,7 +115,7 @@ Examples:
         },
         {
           out: (line) => ctx.stdout.write(`${line}\n`),
-          log: (line) => ctx.stderr.write(`${line}\n`),
+          log,
         },
         stop,
       );
