@@ -65,7 +65,6 @@ export async function revokeSessionRoute(ctx: RouteContext, rawId: string): Prom
     bad('invalid session id');
   }
   if (!(await ctx.sessions.revoke(id))) return errorResponse('not_found', `no such session: ${id}`);
-  ctx.wakeups.sessionChanged(id);
   ctx.options.log(`session ${id} revoked`);
   return empty(204);
 }

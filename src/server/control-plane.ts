@@ -109,6 +109,8 @@ export async function createControlPlaneServer(input: ControlPlaneOptions, deps:
   if (deps.wrapMembership) membership = deps.wrapMembership(membership);
   membership = meteredMembership(membership, options.membershipUrl !== undefined ? 'http' : 'directory', metrics);
   const audit = deps.audit ?? fileAuditSink(options.auditLog, options.log);
+  // Mounts and revocations wake the session's long-polls, whichever replica made them.
+  const unfollow = sessions.onChange((id) => wakeups.sessionChanged(id));
   const ctx: RouteContext = {
     options,
     store: deps.wrapPackStore ? deps.wrapPackStore(store) : store,
@@ -160,6 +162,7 @@ export async function createControlPlaneServer(input: ControlPlaneOptions, deps:
       await serverClosed;
       clearTimeout(force);
       await scanEnded;
+      unfollow();
       await sessions.close();
       await audit.close();
     },

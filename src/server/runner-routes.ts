@@ -78,7 +78,6 @@ export async function readRoute(ctx: RouteContext, session: SessionRecord, req: 
   const file = small !== undefined ? small : await ctx.store.read(scope, path);
   if (file === null) return notFound(what);
   const mounted = await ctx.sessions.recordRead(session, { path: what, sha256: file.sha256 }, mountTeam);
-  if (mounted) ctx.wakeups.sessionChanged(session.id);
   const body: ReadResponse = {
     path: what,
     sha256: file.sha256,
