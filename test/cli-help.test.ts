@@ -46,6 +46,7 @@ const LEAF_COMMANDS: { name: string; args: string[] }[] = [
   { name: 'doctor', args: ['doctor'] },
   { name: 'status', args: ['status'] },
   { name: 'mcp', args: ['mcp'] },
+  { name: 'explain', args: ['explain', '--server', 'http://127.0.0.1:9', '--session', 's_x'] },
 ];
 
 /**
@@ -76,7 +77,7 @@ describe.concurrent('--help and --version', () => {
     const r = await cli(['--help']);
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/^Usage: knowledgefs \[options\] \[command\]/);
-    for (const name of ['serve', 'session', 'mount', 'read', 'manifest', 'reminder', 'doctor', 'status', 'mcp']) {
+    for (const name of ['serve', 'session', 'mount', 'read', 'manifest', 'reminder', 'doctor', 'status', 'mcp', 'explain']) {
       expect(r.stdout).toMatch(new RegExp(`^  ${name}\\b.*\\S`, 'm'));
     }
     expect(r.stdout).not.toContain('not built yet');
@@ -140,6 +141,7 @@ describe.concurrent('usage errors: one clear line, exit 2', () => {
     { what: 'read --limit', args: ['read', 'knowledge/account/DUTY.md', '--limit', '0'], mentions: /--limit/ },
     { what: 'serve --metrics-listen', args: ['serve', '--data', tmp, '--metrics-listen', 'anywhere'], mentions: /--metrics-listen.*anywhere/ },
     { what: 'mount --metrics-listen', args: ['mount', join(tmp, 'k8'), '--server', 'http://127.0.0.1:9', '--metrics-listen', '9464'], mentions: /--metrics-listen.*9464/ },
+    { what: 'explain --threshold', args: ['explain', '--server', 'http://127.0.0.1:9', '--session', 's_x', '--threshold', 'huge'], mentions: /--threshold.*huge/ },
     { what: 'doctor --timeout', args: ['doctor', '--timeout', 'soon'], mentions: /--timeout.*soon/ },
   ];
   for (const { what, args, mentions } of BAD_VALUES) {

@@ -33,6 +33,7 @@ const COMMANDS: Record<string, () => Promise<Register>> = {
   status: async () => (await import('./commands/status.js')).registerStatus,
   mcp: async () => (await import('./commands/mcp.js')).registerMcp,
   publish: async () => (await import('./commands/publish.js')).registerPublish,
+  explain: async () => (await import('./commands/explain.js')).registerExplain,
 };
 
 const TOP_LEVEL_EXAMPLES = `
@@ -49,6 +50,8 @@ Examples:
   knowledgefs manifest --json
   knowledgefs mcp --socket /run/knowledgefs/control.sock     # the same, as an MCP server
   knowledgefs doctor --server http://127.0.0.1:7420 --token-file runner.token
+  # why a session sees what it sees (admin)
+  knowledgefs explain --server http://127.0.0.1:7420 --admin-token-file admin.token --session s_...
   # in the runner: what the mount is doing (operations, cache, sync lag, EIO)
   knowledgefs status
 

@@ -15,6 +15,8 @@
 //   POST   /v1/read                      runner token  ReadRequest → ReadResponse       (action "read"/"mount")
 //   GET    /v1/manifest                  runner token  → ManifestResponse
 //   GET    /v1/reminder[?today=YYYY-MM-DD] runner token → ReminderResponse (marks what it reports)
+//   GET    /v1/admin/explain?session=ID[&path=<scope>/<path>][&threshold=N]
+//                                        admin token   → ExplainResponse (decisions audited, action "explain")
 //   GET    /healthz                      none          → {"ok": true}
 //   GET    /metrics                      admin token   → Prometheus text (also on serve --metrics-listen, no token)
 // Errors: status from HTTP_STATUS below, body ErrorBody. A personal session's
@@ -209,4 +211,84 @@ export interface DaemonActivity {
     readonly checks: number;
     readonly errors: number;
   };
+}
+
+/** One CanLoadScope decision with its trace, as `explain` shows it. */
+export interface ExplainDecision {
+  readonly allowed: boolean;
+  /** The rule that decided (policy.ts DecisionRule). */
+  readonly rule: string;
+  /** allow, deny, or fail_closed (the membership source failed). */
+  readonly outcome: 'allow' | 'deny' | 'fail_closed';
+  /** One sentence saying why. */
+  readonly why: string;
+}
+
+/** A scope the session touches: its pack, and the three surfaces. */
+export interface ExplainScope {
+  readonly scope: string;
+  /** The pack's current version, null when the scope has no pack. */
+  readonly version: string | null;
+  readonly files: number;
+  readonly totalBytes: number;
+  /** In the manifest (account, the bound team, mounted teams still loadable). */
+  readonly advertised: boolean;
+  /** In the plan at `threshold`: what `ls` in the mount shows. */
+  readonly materialised: boolean;
+  /** CanLoadScope allows it now. */
+  readonly loadable: boolean;
+  /** Brought in through the read tool. */
+  readonly mounted: boolean;
+  readonly decision: ExplainDecision;
+}
+
+export interface ExplainReadEntry {
+  /** `<scope>/<path>`. */
+  readonly path: string;
+  /** The sha256 the agent read. */
+  readonly readSha256: string;
+  /** The sha256 the pack has now, null when the file is gone or no longer loadable. */
+  readonly currentSha256: string | null;
+  readonly state: 'unchanged' | 'changed' | 'deleted' | 'not-loadable';
+}
+
+export interface ExplainPath {
+  /** `<scope>/<path>` as asked. */
+  readonly path: string;
+  readonly scope: string;
+  readonly decision: ExplainDecision;
+  /** The pack has the file (only looked up when the decision allows). */
+  readonly exists: boolean | null;
+  readonly sha256: string | null;
+  readonly size: number | null;
+  /** In the mount's tree now. */
+  readonly materialised: boolean;
+  /** What a read would answer: HTTP status and error code (null on 200). */
+  readonly readAnswer: { readonly status: number; readonly code: string | null; readonly message: string | null };
+}
+
+export interface ExplainResponse {
+  readonly session: {
+    readonly id: string;
+    readonly kind: SessionKind;
+    readonly creator: string;
+    readonly team: string | null;
+    readonly revoked: boolean;
+    readonly createdAt: string;
+    readonly mounted: readonly string[];
+  };
+  /** The creator's memberships as the membership source answers now (or its failure). */
+  readonly membership: {
+    readonly source: 'directory' | 'http';
+    readonly status: 'ok' | 'unknown-user' | 'error';
+    readonly teams: readonly string[] | null;
+    readonly error: string | null;
+  };
+  readonly threshold: number;
+  /** Which rule picked the materialised set: everything loadable fits the threshold, or only account + bound + mounted. */
+  readonly mode: 'all-loadable' | 'bound-and-mounted';
+  readonly loadableBytes: number;
+  readonly scopes: readonly ExplainScope[];
+  readonly readSet: readonly ExplainReadEntry[];
+  readonly path?: ExplainPath;
 }

@@ -7,8 +7,11 @@ import { createWriteStream, mkdirSync, type WriteStream } from 'node:fs';
 import { dirname } from 'node:path';
 import type { Decision, MembershipAnswer } from '../core/policy.js';
 
-/** plan|open|read|mount from DESIGN.md; manifest|reminder check what those routes advertise. */
-export type AuditAction = 'plan' | 'open' | 'read' | 'mount' | 'manifest' | 'reminder';
+/**
+ * plan|open|read|mount from DESIGN.md; manifest|reminder check what those
+ * routes advertise; explain is an operator asking why (GET /v1/admin/explain).
+ */
+export type AuditAction = 'plan' | 'open' | 'read' | 'mount' | 'manifest' | 'reminder' | 'explain';
 
 export interface AuditRecord {
   readonly time: string;

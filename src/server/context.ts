@@ -37,7 +37,9 @@ export function identityOf(session: SessionRecord): SessionIdentity {
 
 /**
  * One decider per request: membership is fetched at most once (the
- * per-request cache) and every decision is audited unless `quiet`.
+ * per-request cache) and every decision is audited unless `quiet`. A caller
+ * that needs the membership answer itself passes its own (memoised) source,
+ * so the request still asks once.
  */
 export function decider(ctx: RouteContext, session: SessionRecord, membership: MembershipSource = ctx.membership) {
   const evaluate = createScopeEvaluator(identityOf(session), (user) => membership.teamsOf(user));

@@ -234,6 +234,20 @@ export class PgSessionState implements SessionState {
     return this.byId.peek(id)?.record;
   }
 
+  async find(id: string): Promise<SessionRecord | undefined> {
+    this.assertTrusted();
+    const cached = this.byId.get(id);
+    if (cached !== undefined) return cached.record;
+    const { rows } = await this.query<SessionRow>(`${SELECT_SESSION} WHERE s.id = $1`, [id]);
+    const row = rows[0];
+    if (row === undefined) return undefined;
+    const existing = this.byId.get(row.id);
+    if (existing !== undefined) return existing.record;
+    const entry = this.remember({ record: recordOf(row), version: Number(row.version), reloading: false, reloadAgain: false });
+    if ((this.notified.get(row.id) ?? -1) > entry.version) this.reload(entry);
+    return entry.record;
+  }
+
   onChange(listener: (sessionId: string) => void): () => void {
     this.listeners.add(listener);
     return () => this.listeners.delete(listener);

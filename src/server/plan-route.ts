@@ -90,7 +90,7 @@ export async function computePlan(
   return { plan, decisions };
 }
 
-function parseThreshold(text: string | null): number {
+export function parseThreshold(text: string | null): number {
   if (text === null) return DEFAULT_PLAN_THRESHOLD;
   if (!/^\d{1,16}$/.test(text)) throw new KnowledgeError('invalid_argument', `threshold must be a number of bytes, got "${text}"`);
   return Number(text);

@@ -11,6 +11,7 @@ import { errorResponse, fromError, jsonResponse, type ApiRequest, type ApiRespon
 import type { RouteContext } from './context.js';
 import { createSessionRoute, revokeSessionRoute } from './admin-routes.js';
 import { batchRoute } from './batch-route.js';
+import { explainRoute } from './explain-route.js';
 import { planRoute } from './plan-route.js';
 import { filesRoute, grantsRoute, manifestRoute, readRoute, reminderRoute, sessionView } from './runner-routes.js';
 import type { SessionRecord } from './session-registry.js';
@@ -61,6 +62,10 @@ export function createRouter(ctx: RouteContext): Handler {
     if (rawPath.startsWith('/v1/admin/sessions/') && method === 'DELETE') {
       await requireAdmin(req);
       return revokeSessionRoute(ctx, rawPath.slice('/v1/admin/sessions/'.length));
+    }
+    if (rawPath === '/v1/admin/explain' && method === 'GET') {
+      await requireAdmin(req);
+      return explainRoute(ctx, req);
     }
     if (rawPath.startsWith('/v1/admin/')) {
       await requireAdmin(req);

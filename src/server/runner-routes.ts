@@ -110,7 +110,8 @@ export async function manifestRoute(ctx: RouteContext, session: SessionRecord): 
   return jsonResponse(200, { text: manifest.text, sha256: manifest.sha256 } satisfies ManifestResponse);
 }
 
-function findFile(snapshot: ScopeSnapshot | undefined, path: string): PlanFile | undefined {
+/** The file at `path` of a scope's snapshot (binary search: files are sorted by path). */
+export function findFile(snapshot: ScopeSnapshot | undefined, path: string): PlanFile | undefined {
   if (snapshot === undefined) return undefined;
   const files = snapshot.files;
   let lo = 0;

@@ -161,6 +161,10 @@ export class SessionRegistry implements SessionState {
     return this.byId.get(id);
   }
 
+  async find(id: string): Promise<SessionRecord | undefined> {
+    return this.byId.get(id);
+  }
+
   async create(input: NewSession, createdAt: string): Promise<{ record: SessionRecord; token: string }> {
     const token = newToken();
     const record: SessionRecord = {

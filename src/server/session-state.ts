@@ -49,6 +49,8 @@ export interface SessionState {
   onChange(listener: (sessionId: string) => void): () => void;
   /** The record this process holds for session `id`, without any I/O (tests, status), or undefined. */
   cached(id: string): SessionRecord | undefined;
+  /** Session `id`, revoked or not, looked up wherever the state lives (admin routes); undefined when unknown. */
+  find(id: string): Promise<SessionRecord | undefined>;
   /** The last known counts, without I/O (metrics scrapes); PostgreSQL's are refreshed in the background. */
   stats(): SessionStats;
   /** One line for the start-up log, e.g. "12 sessions in /srv/state.json". */

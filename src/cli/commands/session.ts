@@ -4,14 +4,13 @@
 // one line and exits 2; an unreachable server exits 4.
 
 import type { Command } from 'commander';
-import { resolve } from 'node:path';
-import { request } from 'undici';
-import { KnowledgeError, isErrorCode } from '../../core/errors.js';
+import { KnowledgeError } from '../../core/errors.js';
 import type { CreateSessionRequest, CreateSessionResponse } from '../../core/wire.js';
 import type { CliContext } from '../context.js';
 import { EXIT, EXIT_FOR_CODE } from '../exit-codes.js';
 import type { CommandResult } from '../main.js';
-import { ADMIN_TOKEN_ENV, readTokenFile } from '../token-file.js';
+import { adminRequest, adminToken } from '../admin-request.js';
+import { ADMIN_TOKEN_ENV } from '../token-file.js';
 
 interface CreateFlags {
   server: string;
@@ -22,31 +21,8 @@ interface CreateFlags {
   json?: boolean;
 }
 
-export async function createSession(server: string, adminToken: string, body: CreateSessionRequest): Promise<CreateSessionResponse> {
-  const url = `${server.replace(/\/+$/, '')}/v1/admin/sessions`;
-  let res;
-  try {
-    res = await request(url, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${adminToken}`, 'content-type': 'application/json' },
-      body: JSON.stringify(body),
-      signal: AbortSignal.timeout(30_000),
-    });
-  } catch (err) {
-    throw new KnowledgeError('unavailable', `cannot reach the control plane at ${server}: ${err instanceof Error ? err.message : String(err)}`);
-  }
-  const text = await res.body.text();
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(text);
-  } catch {
-    throw new KnowledgeError('unavailable', `the control plane at ${server} answered HTTP ${res.statusCode} with a body that is not JSON`);
-  }
-  if (res.statusCode === 201) return parsed as CreateSessionResponse;
-  const error = (parsed as { error?: { code?: unknown; message?: unknown } }).error;
-  const code = isErrorCode(error?.code) ? error.code : 'unavailable';
-  const message = typeof error?.message === 'string' ? error.message : `HTTP ${res.statusCode}`;
-  throw new KnowledgeError(code, message);
+export function createSession(server: string, token: string, body: CreateSessionRequest): Promise<CreateSessionResponse> {
+  return adminRequest<CreateSessionResponse>(server, token, 'POST', '/v1/admin/sessions', 201, body);
 }
 
 export function registerSession(program: Command, ctx: CliContext, result: CommandResult): void {
@@ -73,10 +49,7 @@ Examples:
         throw new KnowledgeError('invalid_argument', `--kind must be "team" or "personal", got "${flags.kind}"`);
       }
       if (flags.kind === 'team' && flags.team === undefined) throw new KnowledgeError('invalid_argument', 'a team session needs --team ID');
-      let token: string;
-      if (flags.adminTokenFile !== undefined) token = await readTokenFile(resolve(ctx.cwd, flags.adminTokenFile), '--admin-token-file');
-      else if (ctx.env[ADMIN_TOKEN_ENV]?.trim()) token = (ctx.env[ADMIN_TOKEN_ENV] as string).trim();
-      else throw new KnowledgeError('invalid_argument', `an admin token is needed: --admin-token-file FILE or $${ADMIN_TOKEN_ENV}`);
+      const token = await adminToken(flags.adminTokenFile, ctx);
       try {
         const created = await createSession(flags.server, token, {
           kind: flags.kind,
