@@ -1,9 +1,11 @@
 #!/usr/bin/env node
-// `npm run bench`: our mount side by side with local disk (the limit), an
-// in-memory fuse-native filesystem (the binding's ceiling) and rclone over
-// HTTP (the peer), on the same generated corpus, in one run. Prints one table
-// of medians with ratios, checks the targets of docs/PERFORMANCE.md, writes
-// everything (every sample) to bench/results/<timestamp>.json.
+// `npm run bench`: our mount on both FUSE bindings (native = the libfuse 3
+// addon, fuse-native = libfuse 2) side by side with local disk (the limit),
+// an in-memory fuse-native filesystem (the fully cached ceiling) and rclone
+// over HTTP (the peer), on the same generated corpus, in one run. Prints one
+// table of medians with ratios and the FUSE requests one warm `grep -r`
+// costs each filesystem (strace), checks the targets of docs/PERFORMANCE.md,
+// writes everything (every sample) to bench/results/<timestamp>.json.
 //
 //   node bench/run.mjs [--quick] [--files N] [--runs N] [--peer-runs N] [--only a,b,…]
 //                      [--scale-files N,M] [--runners N] [--work DIR]
@@ -32,9 +34,10 @@ import { coldRounds, warmRounds } from './lib/rounds.mjs';
 import { startCeiling, startRclone, startStaticServer, stopPeer } from './lib/peers.mjs';
 import { REPO, BIN, startServer, createSession, writeToken, startMount, stopMount, rssMiB, waitPrefetch, idleCpuMsPerS } from './lib/knowledgefs.mjs';
 import { readToolLatency } from './lib/read-tool.mjs';
+import { countFuseOps, HAS_STRACE } from './lib/fuse-ops.mjs';
 import { controlPlaneLoad } from './lib/load.mjs';
 import { measureScale, breakdownSummary } from './lib/scale.mjs';
-import { mainTable, sideTable, checkTargets, targetsText, consistencyErrors } from './lib/report.mjs';
+import { mainTable, opsTable, sideTable, checkTargets, targetsText, consistencyErrors } from './lib/report.mjs';
 
 const SECTIONS = ['disk', 'ceiling', 'ours', 'rclone', 'read', 'load', 'scale'];
 
@@ -151,11 +154,12 @@ async function sideBySide(server, tokenFile, http) {
   if (canDrop) cold.push({ key: 'disk', label: 'disk', start: async () => { await run('sync; echo 3 > /proc/sys/vm/drop_caches'); return { mnt: viewDir, readyMs: null }; }, stop: rewarm });
   if (want('ceiling')) cold.push({ key: 'ceiling', label: 'ceiling', start: () => startCeiling(viewDir, runDir), stop: stopPeer });
   if (server) {
-    cold.push({ key: 'oursOn', label: 'ours (prefetch on)', start: mountOurs({ prefetch: 'on' }), stop: stopMount, onReady: checkFiles });
+    cold.push({ key: 'oursOn', label: 'ours (prefetch on)', start: mountOurs({ prefetch: 'on', binding: 'native' }), stop: stopMount, onReady: checkFiles });
     cold.push({
-      key: 'oursOff', label: 'ours (prefetch off)', start: mountOurs({ prefetch: 'off' }), stop: stopMount,
+      key: 'oursOff', label: 'ours (prefetch off)', start: mountOurs({ prefetch: 'off', binding: 'native' }), stop: stopMount,
       onReady: (m, extra) => { checkFiles(m); (extra.rssAtReady ??= []).push(rssMiB(m.handle.pid).rss); },
     });
+    cold.push({ key: 'oursFnOn', label: 'ours fuse-native (prefetch on)', start: mountOurs({ prefetch: 'on', binding: 'fuse-native' }), stop: stopMount, onReady: checkFiles });
   }
   if (http) cold.push({ key: 'rclone', label: 'rclone', runs: opts.peerRuns, start: () => startRclone(http.url, runDir), stop: stopPeer });
   log(`cold rounds: ${cold.map((t) => t.label).join(', ')} [${elapsed()}]`);
@@ -171,20 +175,23 @@ async function sideBySide(server, tokenFile, http) {
     if (want('ceiling')) {
       const best = await startCeiling(viewDir, runDir);
       stops.push(() => stopPeer(best));
-      mounted.push({ key: 'ceiling', label: 'ceiling', mnt: best.mnt, commands: all });
+      mounted.push({ key: 'ceiling', label: 'ceiling', mnt: best.mnt, commands: all, handle: best.handle });
       const policy = await startCeiling(viewDir, runDir, 'ours');
       stops.push(() => stopPeer(policy));
-      mounted.push({ key: 'ceilingOurPolicy', label: 'ceiling (our cache policy)', mnt: policy.mnt, commands: ['grep'] });
+      mounted.push({ key: 'ceilingOurPolicy', label: 'ceiling (our cache policy)', mnt: policy.mnt, commands: ['grep'], handle: policy.handle });
     }
     let ours = null;
+    let oursFn = null;
     if (server) {
-      ours = await mountOurs({ prefetch: 'on' })();
+      ours = await mountOurs({ prefetch: 'on', binding: 'native' })();
       stops.push(() => stopMount(ours));
-      const ttl0 = await mountOurs({ prefetch: 'on', grantTtl: '0' })();
+      oursFn = await mountOurs({ prefetch: 'on', binding: 'fuse-native' })();
+      stops.push(() => stopMount(oursFn));
+      const ttl0 = await mountOurs({ prefetch: 'on', grantTtl: '0', binding: 'native' })();
       stops.push(() => stopMount(ttl0));
-      await waitPrefetch(ours.socket, 300_000);
-      await waitPrefetch(ttl0.socket, 300_000);
-      mounted.push({ key: 'ours', label: 'ours', mnt: ours.mnt, commands: all });
+      for (const m of [ours, oursFn, ttl0]) await waitPrefetch(m.socket, 300_000);
+      mounted.push({ key: 'ours', label: 'ours (native)', mnt: ours.mnt, commands: all });
+      mounted.push({ key: 'oursFn', label: 'ours (fuse-native)', mnt: oursFn.mnt, commands: all });
       mounted.push({ key: 'oursTtl0', label: 'ours --grant-ttl 0', mnt: ttl0.mnt, commands: ['grep'] });
     }
     if (http) {
@@ -194,6 +201,18 @@ async function sideBySide(server, tokenFile, http) {
     }
     const w = await warmRounds(mounted, battery, opts.runs, results.errors);
     if (ours) results.oursRssAfterWarmMiB = rssMiB(ours.handle.pid);
+    if (HAS_STRACE) {
+      // One more warm grep -r per filesystem, traced: the FUSE requests it costs.
+      results.fuseOps = {};
+      const traced = [['ours', ours], ['oursFn', oursFn], ...mounted.filter((m) => m.key.startsWith('ceiling')).map((m) => [m.key, m])];
+      for (const [key, m] of traced) {
+        if (!m?.handle?.pid) continue;
+        try {
+          results.fuseOps[key] = await countFuseOps(m.handle.pid, grepCommand(m.mnt), join(runDir, `strace-${key}.txt`));
+          log(`FUSE requests per warm grep -r, ${key}: ${results.fuseOps[key].total} ${JSON.stringify(results.fuseOps[key].byOp)}`);
+        } catch (err) { fail(`fuse ops ${key}`, err); }
+      }
+    } else results.notes.push('strace is not installed: FUSE request counts not measured');
 
     if (canDrop) results.disk = { cold: { grep: c.disk?.grep }, warm: w.disk };
     else if (want('disk')) results.disk = { cold: null, warm: w.disk };
@@ -208,6 +227,7 @@ async function sideBySide(server, tokenFile, http) {
         rssNoContentMiB: c.oursOff?.rssAtReady ? summarize(c.oursOff.rssAtReady) : null,
         warm: w.ours, grantTtl0: w.oursTtl0,
       };
+      results.oursFuseNative = { ready: c.oursFnOn?.ready, coldOn: { grep: c.oursFnOn?.grep }, warm: w.oursFn };
     }
     if (http) results.rclone = { ready: c.rclone?.ready, cold: { grep: c.rclone?.grep }, warm: w.rclone, version: (await run('rclone version | head -1')).stdout.trim() };
   } finally {
@@ -294,7 +314,7 @@ writeFileSync(outFile, JSON.stringify(results, null, 2) + '\n');
 const c = results.corpus;
 const load = `load average ${results.host.loadAvgAtStart[0].toFixed(1)} at start, ${results.host.loadAvgAtEnd[0].toFixed(1)} at end`;
 process.stdout.write(`\nknowledgefs bench at ${results.code.commit}${results.code.srcDirty ? ' (+ uncommitted src changes)' : ''} — ${c.files} files, ${(c.bytes / 1e6).toFixed(1)} MB (${(c.diskBytes / 1e6).toFixed(1)} MB on disk); median of ${opts.runs} runs${want('rclone') && opts.peerRuns !== opts.runs ? ` (rclone: ${opts.peerRuns})` : ''}; ${results.host.cpus} CPUs, ${load}; ${results.durationS.toFixed(0)} s\n\n`);
-const tables = [mainTable(results), sideTable(results)].filter((t) => t.includes('\n'));
+const tables = [mainTable(results), opsTable(results), sideTable(results)].filter((t) => t.includes('\n'));
 process.stdout.write(`${[...tables, targetsText(results.targets)].join('\n\n')}\n`);
 for (const n of results.notes) process.stdout.write(`note: ${n}\n`);
 if (results.errors.length) {

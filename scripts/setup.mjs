@@ -1,7 +1,9 @@
 #!/usr/bin/env node
 // One-time machine setup run before `npm test`, `npm run demo` and `npm run bench`:
-// installs Debian's libfuse2 and fuse when missing (root only), and the npm
-// dependencies when node_modules is absent. Says what to do when it can't.
+// installs what the two FUSE bindings need when missing (root only, Debian):
+// libfuse2 for fuse-native; libfuse3-3, and gcc, pkg-config and libfuse3-dev
+// to build the native addon; fuse3 for fusermount. Then the npm dependencies
+// when node_modules is absent. Says what to do when it can't.
 import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -16,18 +18,26 @@ function hasLibfuse2() {
   return ['/lib/x86_64-linux-gnu/libfuse.so.2', '/usr/lib/x86_64-linux-gnu/libfuse.so.2', '/lib/aarch64-linux-gnu/libfuse.so.2', '/usr/lib/libfuse.so.2']
     .some((p) => existsSync(p));
 }
-const hasFusermount = () => spawnSync('sh', ['-c', 'command -v fusermount'], { stdio: 'ignore' }).status === 0;
+const hasCommand = (name) => spawnSync('sh', ['-c', `command -v ${name}`], { stdio: 'ignore' }).status === 0;
+const hasLibfuse3 = () => /libfuse3\.so\.3\b/.test(spawnSync('ldconfig', ['-p'], { encoding: 'utf8' }).stdout ?? '');
 
 function ensureFuse() {
   const missing = [];
   if (!hasLibfuse2()) missing.push('libfuse2');
-  if (!hasFusermount()) missing.push('fuse');
+  if (!hasLibfuse3()) missing.push('libfuse3-3');
+  if (!existsSync('/usr/include/fuse3/fuse_lowlevel.h')) missing.push('libfuse3-dev');
+  if (!hasCommand('fusermount')) missing.push('fuse3');
+  if (!hasCommand('gcc')) missing.push('gcc', 'libc6-dev');
+  if (!hasCommand('pkg-config')) missing.push('pkg-config');
   if (missing.length === 0) return;
   const isRoot = process.getuid?.() === 0;
   if (!isRoot || !existsSync('/usr/bin/apt-get')) {
     say(`missing Debian package(s): ${missing.join(' ')}.`);
     say(`install them as root: apt-get update && apt-get install -y ${missing.join(' ')}`);
-    process.exit(1);
+    // Without the build tools the addon is not built and mounts use fuse-native; without any binding nothing mounts.
+    const mountable = hasCommand('fusermount') && (hasLibfuse2() || (hasLibfuse3() && existsSync(join(root, 'native', 'build', 'knowledgefs_fuse.node'))));
+    if (!mountable) process.exit(1);
+    return;
   }
   say(`installing ${missing.join(' ')} (apt-get)…`);
   const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };

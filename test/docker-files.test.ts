@@ -29,7 +29,11 @@ describe('docker/', () => {
     expect(dockerfile).toMatch(/^FROM node:20-slim AS build$/m);
     expect(dockerfile).toMatch(/^FROM base AS runner$/m);
     expect(dockerfile).toMatch(/^FROM base AS control-plane$/m);
-    expect(dockerfile).toMatch(/apt-get install -y --no-install-recommends libfuse2 fuse/);
+    // The build stage compiles the libfuse 3 addon; the runner ships only its run-time packages.
+    expect(dockerfile).toMatch(/apt-get install -y --no-install-recommends gcc make pkg-config libc6-dev libfuse3-dev/);
+    expect(dockerfile).toMatch(/RUN npm run build:native/);
+    expect(dockerfile).toMatch(/COPY --from=build \/src\/native\/build \.\/native\/build/);
+    expect(dockerfile).toMatch(/apt-get install -y --no-install-recommends libfuse3-3 fuse3 util-linux/);
   });
 
   it('every COPY from the build context exists in the repository', () => {

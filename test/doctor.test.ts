@@ -57,17 +57,24 @@ describe('machine checks (injected probes)', () => {
     expect(r.detail).toMatch(/not a character device/);
   });
 
-  it('no libfuse.so.2 anywhere fails with the package to install', async () => {
-    const r = await checkLibfuse({ ...base, ldconfig: async () => 'libc.so.6 (libc6,x86-64) => /lib/libc.so.6\n', libfusePaths: [join(tmp, 'libfuse.so.2')] });
-    expect(r).toMatchObject({ status: 'FAIL', fix: expect.stringMatching(/apt-get install -y libfuse2/) });
+  const noNative = async () => 'cannot load the libfuse 3 binding';
+
+  it('no native binding and no libfuse.so.2 anywhere fails with what to build or install', async () => {
+    const r = await checkLibfuse({ ...base, nativeBinding: noNative, ldconfig: async () => 'libc.so.6 (libc6,x86-64) => /lib/libc.so.6\n', libfusePaths: [join(tmp, 'libfuse.so.2')] });
+    expect(r).toMatchObject({ status: 'FAIL', fix: expect.stringMatching(/npm run build:native.*apt-get install -y libfuse2/) });
+  });
+
+  it('a native binding that loads is enough, without libfuse.so.2', async () => {
+    const r = await checkLibfuse({ ...base, nativeBinding: async () => undefined, ldconfig: async () => '', libfusePaths: [] });
+    expect(r).toMatchObject({ status: 'ok', detail: 'the native binding (libfuse 3) loads' });
   });
 
   it('libfuse.so.2 is found through ldconfig or a known path', async () => {
-    const viaLdconfig = await checkLibfuse({ ...base, ldconfig: async () => '\tlibfuse.so.2 (libc6,x86-64) => /x/libfuse.so.2\n', libfusePaths: [] });
+    const viaLdconfig = await checkLibfuse({ ...base, nativeBinding: noNative, ldconfig: async () => '\tlibfuse.so.2 (libc6,x86-64) => /x/libfuse.so.2\n', libfusePaths: [] });
     expect(viaLdconfig).toMatchObject({ status: 'ok', detail: 'libfuse.so.2 at /x/libfuse.so.2' });
     const lib = join(tmp, 'libfuse.so.2');
     writeFileSync(lib, '');
-    const viaPath = await checkLibfuse({ ...base, ldconfig: async () => undefined, libfusePaths: [lib] });
+    const viaPath = await checkLibfuse({ ...base, nativeBinding: noNative, ldconfig: async () => undefined, libfusePaths: [lib] });
     expect(viaPath).toMatchObject({ status: 'ok', detail: `libfuse.so.2 at ${lib}` });
   });
 

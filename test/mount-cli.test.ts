@@ -107,8 +107,11 @@ fuseSuite('knowledgefs mount (command)', () => {
     const r = await runCli(['mount', join(scratch, 'k5'), '--server', cp.url, '--grant-ttl', 'soon']);
     expect(r.code).toBe(2);
     expect(r.stderr).toContain('invalid duration "soon"');
+    const binding = await runCli(['mount', join(scratch, 'k6'), '--server', cp.url, '--fuse-binding', 'libfuse9']);
+    expect(binding.code).toBe(2);
+    expect(binding.stderr).toMatch(/--fuse-binding.*libfuse9.*auto, native, fuse-native/s);
     const h = await runCli(['mount', '--help']);
-    for (const flag of ['--prefetch-threshold', '--prefetch-content', '--cache-dir', '--cache-size', '--grant-ttl', '--sync-interval', '--request-timeout', '--socket', '--allow-other', '--token-file']) {
+    for (const flag of ['--prefetch-threshold', '--prefetch-content', '--cache-dir', '--cache-size', '--grant-ttl', '--sync-interval', '--request-timeout', '--socket', '--allow-other', '--token-file', '--fuse-binding']) {
       expect(h.stdout).toContain(flag);
     }
   });

@@ -78,6 +78,7 @@ export async function startMount(server, tokenFile, workDir, opts = {}) {
     '--socket', socket];
   if (cacheDir !== undefined) args.push('--cache-dir', cacheDir);
   if (opts.grantTtl !== undefined) args.push('--grant-ttl', opts.grantTtl);
+  if (opts.binding !== undefined) args.push('--fuse-binding', opts.binding);
   for (const extra of opts.extraArgs ?? []) args.push(extra);
   trackMount(mnt);
   const t0 = process.hrtime.bigint();

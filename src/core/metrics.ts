@@ -102,8 +102,12 @@ export const SCAN_KINDS = ['full', 'partial'] as const;
 export const RESULTS = ['ok', 'error'] as const;
 export const CACHE_RESULTS = ['hit', 'miss'] as const;
 
-/** FUSE operations the mount daemon answers; every write-type operation (all refused) is `write`. */
-export const FUSE_OPS = ['getattr', 'readdir', 'access', 'statfs', 'open', 'read', 'release', 'write'] as const;
+/**
+ * FUSE operations the mount daemon answers; every write-type operation (all
+ * refused) is `write`. `lookup`, `opendir` and `releasedir` reach the daemon
+ * on the native binding only (fuse-native's libfuse answers them itself).
+ */
+export const FUSE_OPS = ['lookup', 'getattr', 'readdir', 'opendir', 'releasedir', 'access', 'statfs', 'open', 'read', 'release', 'write'] as const;
 export type FuseOp = (typeof FUSE_OPS)[number];
 /** How a FUSE operation ended: `ok`, or the errno it returned. */
 export const FUSE_RESULTS = ['ok', 'ENOENT', 'EIO', 'EROFS', 'EACCES', 'ESTALE', 'other_error'] as const;

@@ -20,6 +20,14 @@
 //
 // Immutable: a new plan builds a new tree and the daemon swaps it in whole,
 // so an operation never sees half of two plans.
+//
+// Inode numbers (what the kernel calls node ids on the libfuse 3 binding):
+// the root is 1; a directory keeps its number while its path stays a
+// directory; a file keeps its number while its content is unchanged and gets
+// a new one for each new version. Numbers are never reused in one tree
+// lineage (each tree continues its predecessor's counter), so a descriptor
+// held across a change stays on the version it opened and the kernel may keep
+// the cached pages of every inode for as long as it likes.
 
 import type { Plan, PlanFile } from './plan.js';
 import { compareScopes, type ScopeName } from './scope.js';
@@ -29,6 +37,7 @@ export const FILE_MODE = 0o100444;
 
 /** The shape fuse-native reads; a node is its own stat, reused for every getattr. */
 export interface NodeStat {
+  readonly ino: number;
   readonly mode: number;
   readonly uid: number;
   readonly gid: number;
@@ -76,6 +85,8 @@ export type TreeNode = FileNode | DirNode;
 
 /** Versions remembered per path (this one included). */
 export const VERSION_HISTORY = 4;
+/** The root directory's inode (FUSE_ROOT_ID). */
+export const ROOT_INO = 1;
 /** Removed paths whose versions are remembered, across plans. */
 export const REMOVED_HISTORY = 4096;
 
@@ -91,6 +102,7 @@ const NO_PATHS: readonly string[] = Object.freeze([]);
 
 class FileEntry implements FileNode, NodeStat {
   constructor(
+    readonly ino: number,
     readonly path: string,
     readonly scope: ScopeName,
     readonly sha256: string,
@@ -136,6 +148,7 @@ class FileEntry implements FileNode, NodeStat {
 
 class DirEntry implements DirNode, NodeStat {
   constructor(
+    readonly ino: number,
     readonly path: string,
     readonly scope: ScopeName,
     readonly names: readonly string[],
@@ -218,6 +231,8 @@ export class Tree {
   readonly scopes: readonly ScopeName[];
   readonly fileCount: number;
   readonly totalBytes: number;
+  /** The next inode number this lineage hands out (see header). */
+  readonly nextIno: number;
   /** The plan's version of each scope: what the tree holds, for asking the control plane what changed. */
   private readonly scopeVersions: ReadonlyMap<ScopeName, string>;
   private readonly nodes: Map<string, TreeNode>;
@@ -238,6 +253,7 @@ export class Tree {
     scopeVersions: ReadonlyMap<ScopeName, string>;
     fileCount: number;
     totalBytes: number;
+    nextIno: number;
     nodes: Map<string, TreeNode>;
     removed: Map<string, readonly FileVersion[]>;
     changedPaths?: readonly string[];
@@ -249,14 +265,18 @@ export class Tree {
     this.scopeVersions = fields.scopeVersions;
     this.fileCount = fields.fileCount;
     this.totalBytes = fields.totalBytes;
+    this.nextIno = fields.nextIno;
     this.nodes = fields.nodes;
     this.removed = fields.removed;
     this.changedPaths = fields.changedPaths ?? NO_PATHS;
   }
 
-  /** An empty tree: just the root. Used before the first plan and after a session is revoked. */
-  static empty(opts: TreeOptions = {}): Tree {
-    return Tree.fromPlan({ sessionId: '', version: '', threshold: 0, mode: 'bound-and-mounted', mounted: [], scopes: [] }, undefined, opts);
+  /**
+   * An empty tree: just the root. Used before the first plan and after a
+   * session is revoked (`previous` then continues its inode numbers).
+   */
+  static empty(opts: TreeOptions = {}, previous?: Tree): Tree {
+    return Tree.fromPlan({ sessionId: '', version: '', threshold: 0, mode: 'bound-and-mounted', mounted: [], scopes: [] }, previous, opts);
   }
 
   /**
@@ -275,6 +295,7 @@ export class Tree {
     let fileCount = 0;
     let totalBytes = 0;
     const changedPaths: string[] = [];
+    let nextIno = previous?.nextIno ?? ROOT_INO + 1;
 
     // Undefined when a file already holds that name (a plan listing both `a` and `a/b`: first wins).
     const ensureDir = (dirPath: string, scope: ScopeName): DirBuild | undefined => {
@@ -323,7 +344,7 @@ export class Tree {
         const last = prev ?? remembered[0];
         if (last !== undefined && last.sha256 !== file.sha256) changedPaths.push(path);
         const { mtimeMs, history } = reportedVersion(file, prev, remembered);
-        nodes.set(path, new FileEntry(path, snapshot.scope, file.sha256, file.size, mtimeMs, file.mtimeMs, history, uid, gid));
+        nodes.set(path, new FileEntry(nextIno++, path, snapshot.scope, file.sha256, file.size, mtimeMs, file.mtimeMs, history, uid, gid));
         dir.names.push(path.slice(slash + 1));
         fileCount++;
         totalBytes += file.size;
@@ -333,7 +354,9 @@ export class Tree {
 
     for (const [dirPath, dir] of dirs) {
       dir.names.sort();
-      nodes.set(dirPath, new DirEntry(dirPath, dir.scope, dir.names, dir.mtimeMs, 2 + dir.subdirs, uid, gid));
+      const before = previous?.nodes.get(dirPath);
+      const ino = dirPath === '/' ? ROOT_INO : before?.kind === 'dir' ? before.stat.ino : nextIno++;
+      nodes.set(dirPath, new DirEntry(ino, dirPath, dir.scope, dir.names, dir.mtimeMs, 2 + dir.subdirs, uid, gid));
     }
 
     return new Tree({
@@ -344,6 +367,7 @@ export class Tree {
       scopeVersions: new Map(scopes.map((s) => [s.scope, s.version])),
       fileCount,
       totalBytes,
+      nextIno,
       nodes,
       removed: previous === undefined ? new Map() : Tree.rememberRemoved(previous, nodes),
       changedPaths,
@@ -352,6 +376,11 @@ export class Tree {
 
   get(path: string): TreeNode | undefined {
     return this.nodes.get(path);
+  }
+
+  /** Every node, directories and files, in no particular order. */
+  all(): IterableIterator<TreeNode> {
+    return this.nodes.values();
   }
 
   /** A directory's sorted names, or undefined when `path` is not a directory. */
@@ -400,7 +429,7 @@ export class Tree {
     }
     const root = this.nodes.get('/');
     if (root?.kind === 'dir') {
-      nodes.set('/', new DirEntry('/', '', root.names.filter((n) => n !== scope), root.stat.mtime, root.stat.nlink - 1, root.stat.uid, root.stat.gid));
+      nodes.set('/', new DirEntry(ROOT_INO, '/', '', root.names.filter((n) => n !== scope), root.stat.mtime, root.stat.nlink - 1, root.stat.uid, root.stat.gid));
     }
     return new Tree({
       version: '',
@@ -410,6 +439,7 @@ export class Tree {
       scopeVersions: new Map([...this.scopeVersions].filter(([s]) => s !== scope)),
       fileCount,
       totalBytes,
+      nextIno: this.nextIno,
       nodes,
       removed: Tree.rememberRemoved(this, nodes),
     });

@@ -182,11 +182,12 @@ export class KnowledgeFilesystem {
   }
 
   /**
-   * Copies up to `length` bytes at `position` of the pinned version into
-   * `target`. With a shared page cache, ESTALE once the path holds another
-   * version (or is gone): those bytes would land in the cache new opens read.
+   * Up to `length` bytes at `position` of the pinned version, without copying
+   * (a view of the pinned Buffer). With a shared page cache, ESTALE once the
+   * path holds another version (or is gone): those bytes would land in the
+   * cache new opens read.
    */
-  read(fd: number, target: Buffer, length: number, position: number): number {
+  slice(fd: number, length: number, position: number): Buffer {
     const pinned = this.handles.get(fd);
     if (pinned === undefined) throw new ErrnoError(EBADF, `bad file handle ${fd}`);
     if (this.deps.changedFiles !== undefined) {
@@ -196,8 +197,13 @@ export class KnowledgeFilesystem {
       }
     }
     const buf = pinned.bytes;
-    if (position >= buf.length) return 0;
-    return buf.copy(target, 0, position, Math.min(buf.length, position + length));
+    if (position >= buf.length) return buf.subarray(0, 0);
+    return buf.subarray(position, Math.min(buf.length, position + length));
+  }
+
+  /** `slice`, copied into `target` (for bindings that hand a buffer to fill). */
+  read(fd: number, target: Buffer, length: number, position: number): number {
+    return this.slice(fd, length, position).copy(target, 0);
   }
 
   release(fd: number): void {

@@ -20,7 +20,7 @@
 
 import { createRequire } from 'node:module';
 import { KnowledgeError } from '../core/errors.js';
-import type { NodeStat } from '../core/tree.js';
+import type { NodeStat, Tree } from '../core/tree.js';
 import type { FuseOp } from '../core/metrics.js';
 import { EROFS, ErrnoMapper } from './errno.js';
 import type { FuseOpMeter } from './fuse-op-meter.js';
@@ -95,13 +95,18 @@ export interface FuseMountOptions {
   readonly entryTimeoutSec?: number;
   /** 'auto' (default) keeps pages while size+mtime hold; 'none' drops them on every open. */
   readonly pageCache?: 'auto' | 'none';
+  /** The kernel checks permissions against the mode bits (default_permissions). */
+  readonly defaultPermissions?: boolean;
   readonly log: (line: string) => void;
   /** Counts and times every operation (metrics, `knowledgefs status`). */
   readonly meter?: FuseOpMeter;
 }
 
+/** A mounted binding; either adapter returns one. */
 export interface FuseMount {
   unmount(): Promise<void>;
+  /** The daemon swapped `before` for `after`: a binding that caches long drops what changed. */
+  treeChanged?(before: Tree, after: Tree): void;
 }
 
 /** The metric name of each operation; every write-type one is `write`. */

@@ -67,7 +67,8 @@ export const MACHINE: FuseProbe = {
 };
 
 /** Everything missing for a FUSE mount on this machine; empty when all is there. */
-export function fuseProblems(probe: FuseProbe = MACHINE): FuseProblem[] {
+/** `binding` decides the library: libfuse 2 for fuse-native; the native addon links libfuse 3 itself (it would not load without it). */
+export function fuseProblems(probe: FuseProbe = MACHINE, binding: 'native' | 'fuse-native' = 'fuse-native'): FuseProblem[] {
   const problems: FuseProblem[] = [];
   if (!probe.exists('/dev/fuse')) {
     problems.push({
@@ -80,11 +81,11 @@ export function fuseProblems(probe: FuseProbe = MACHINE): FuseProblem[] {
       fix: 'run as root, or give this user access (add it to the group owning /dev/fuse, or chmod 0666 /dev/fuse)',
     });
   }
-  if (!probe.hasLibfuse2()) {
+  if (binding === 'fuse-native' && !probe.hasLibfuse2()) {
     problems.push({ missing: 'libfuse.so.2 (libfuse 2.9) is not installed', fix: 'apt-get install -y libfuse2 (Debian/Ubuntu)' });
   }
   if (probe.findOnPath('fusermount') === undefined) {
-    problems.push({ missing: 'fusermount is not on PATH', fix: 'apt-get install -y fuse (Debian/Ubuntu)' });
+    problems.push({ missing: 'fusermount is not on PATH', fix: `apt-get install -y ${binding === 'native' ? 'fuse3' : 'fuse'} (Debian/Ubuntu)` });
   }
   return problems;
 }

@@ -25,7 +25,8 @@ import { startControlSocket, type ReadToolBackend } from './control-socket.js';
 import type { ControlClient } from './control-client.js';
 import { ContentFetcher } from './fetcher.js';
 import { KnowledgeFilesystem } from './filesystem.js';
-import { DEFAULT_ATTR_TIMEOUT_SEC, VERSIONS_SHARE_PAGE_CACHE, mountFuse, type FuseMount } from './fuse-adapter.js';
+import type { FuseMount } from './fuse-adapter.js';
+import { bindingTraits, chooseFuseBinding, DEFAULT_FUSE_BINDING, mountBinding, type FuseBinding } from './fuse-binding.js';
 import { FuseOpMeter } from './fuse-op-meter.js';
 import { GrantCache } from './grant-cache.js';
 import { MOUNT_DEFAULTS, type MountOptions } from './options.js';
@@ -55,6 +56,8 @@ export class MountDaemon {
   readonly prefetch: Prefetcher;
   /** Paths changed at recent swaps, when the binding shares one page cache per path. */
   readonly changedFiles: ChangedFiles | undefined;
+  /** The FUSE binding this daemon mounts with (auto resolved). */
+  readonly binding: FuseBinding;
   readonly readAhead: DirectoryReadAhead;
   /** Every number `knowledgefs status` and `--metrics-listen` report. */
   readonly metrics = new PrometheusMetrics(Object.values(D));
@@ -76,8 +79,10 @@ export class MountDaemon {
     this.cache = new ContentCache({ maxBytes: opts.cacheSize, dir: opts.cacheDir, dirMaxBytes: opts.cacheDirSize ?? MOUNT_DEFAULTS.cacheDirSize, log: io.log });
     this.fetcher = new ContentFetcher({ client, cache: this.cache, log: io.log, onStale: () => this.requestSync() });
     this.grants = new GrantCache(client, opts.grantTtlMs);
-    this.changedFiles = VERSIONS_SHARE_PAGE_CACHE
-      ? new ChangedFiles((opts.attrTimeoutSec ?? DEFAULT_ATTR_TIMEOUT_SEC) * 1000 + CHANGE_MARGIN_MS)
+    this.binding = chooseFuseBinding(opts.fuseBinding ?? DEFAULT_FUSE_BINDING, io.log);
+    const traits = bindingTraits(this.binding);
+    this.changedFiles = traits.versionsSharePageCache
+      ? new ChangedFiles((opts.attrTimeoutSec ?? traits.defaultAttrTimeoutSec) * 1000 + CHANGE_MARGIN_MS)
       : undefined;
     this.fs = new KnowledgeFilesystem({
       tree: () => this.tree,
@@ -145,11 +150,12 @@ export class MountDaemon {
   }
 
   async start(): Promise<void> {
-    this.fuse = await mountFuse(this.opts.mountpoint, this.fs, {
+    this.fuse = await mountBinding(this.binding, this.opts.mountpoint, this.fs, {
       allowOther: this.opts.allowOther,
       requestTimeoutMs: this.opts.requestTimeoutMs,
       attrTimeoutSec: this.opts.attrTimeoutSec,
       entryTimeoutSec: this.opts.attrTimeoutSec,
+      tree: () => this.tree,
       log: this.io.log,
       meter: new FuseOpMeter(this.metrics),
     });
@@ -221,8 +227,7 @@ export class MountDaemon {
 
   private applyPlan(plan: Plan): void {
     const before = this.tree;
-    this.tree = Tree.fromPlan(plan, before, this.treeOpts);
-    this.changedFiles?.record(this.tree.changedPaths);
+    this.setTree(Tree.fromPlan(plan, before, this.treeOpts));
     for (const scope of before.scopes) if (!this.tree.hasScope(scope)) this.grants.forget(scope);
     const added = this.tree.scopes.filter((s) => !before.hasScope(s));
     const removed = before.scopes.filter((s) => !this.tree.hasScope(s));
@@ -235,9 +240,21 @@ export class MountDaemon {
     if (this.opts.prefetchContent) void this.prefetch.schedule(this.tree);
   }
 
+  /**
+   * Every swap goes through here: changed paths are recorded (a binding with
+   * one page cache per path makes their opens wait), and the binding hears
+   * of it (a long-caching one invalidates what changed).
+   */
+  private setTree(next: Tree): void {
+    const before = this.tree;
+    this.tree = next;
+    this.changedFiles?.record(next.changedPaths);
+    this.fuse?.treeChanged?.(before, next);
+  }
+
   private removeScope(scope: string): void {
     if (!this.tree.hasScope(scope)) return;
-    this.tree = this.tree.withoutScope(scope);
+    this.setTree(this.tree.withoutScope(scope));
     this.grants.forget(scope);
     this.io.log(`${scope}: the control plane refused an open; removed from the mount`);
     this.requestSync();
@@ -245,7 +262,7 @@ export class MountDaemon {
 
   private revoke(message: string): void {
     if (this.tree.fileCount === 0 && this.tree.scopes.length === 0) return;
-    this.tree = Tree.empty(this.treeOpts);
+    this.setTree(Tree.empty(this.treeOpts, this.tree));
     this.grants.forgetAll();
     this.io.log(`sync: ${message}; the session is no longer valid, the mount is now empty`);
   }

@@ -5,6 +5,7 @@
 import type { ListenAddress } from '../core/listen-address.js';
 import { KnowledgeError } from '../core/errors.js';
 import { formatBytes } from '../core/units.js';
+import type { FuseBindingChoice } from './fuse-binding.js';
 
 export interface MountOptions {
   /** Absolute path where `knowledge/` appears; created when missing. */
@@ -48,10 +49,12 @@ export interface MountOptions {
   readonly allowOther: boolean;
   /** Concurrent fetches during prefetch (default 8). */
   readonly prefetchConcurrency?: number;
-  /** Kernel attribute/entry cache in seconds (default 1). */
+  /** Kernel attribute/entry cache in seconds (default 1 on fuse-native; 1 h on native, which is told of changes). */
   readonly attrTimeoutSec?: number;
   /** Also serve the daemon's metrics on this address, without a token (`--metrics-listen`). */
   readonly metricsListen?: ListenAddress | undefined;
+  /** --fuse-binding (default auto): which FUSE binding mounts (fuse-binding.ts). */
+  readonly fuseBinding?: FuseBindingChoice;
 }
 
 export const MOUNT_DEFAULTS = {
@@ -91,5 +94,6 @@ export function describeMountOptions(o: MountOptions): string {
     `request-timeout ${o.requestTimeoutMs}ms`,
     `socket ${o.socketPath}`,
     ...(o.metricsListen !== undefined ? [`metrics-listen ${o.metricsListen.host}:${o.metricsListen.port}`] : []),
+    `fuse-binding ${o.fuseBinding ?? 'auto'}`,
   ].join(', ');
 }

@@ -177,6 +177,13 @@ export interface MountHandle {
 
 const READY = /^mounted (.+) \((\d+) files, (\d+) scopes\)$/m;
 
+/** The FUSE binding a started mount runs on, from its startup line (auto is resolved there). */
+export function bindingOf(m: Pick<MountHandle, 'stderr'>): 'native' | 'fuse-native' {
+  const found = /fuse-binding (native|fuse-native)\b/.exec(m.stderr);
+  if (found === null) throw new Error(`no fuse-binding in the mount's startup line:\n${m.stderr}`);
+  return found[1] as 'native' | 'fuse-native';
+}
+
 export async function startMount(opts: StartMountOptions): Promise<MountHandle> {
   if (!existsSync(join(REPO_ROOT, 'dist', 'cli', 'main.js'))) {
     throw new Error('dist/ is missing: run `npm run build` before tests that spawn the CLI');

@@ -32,6 +32,8 @@ export interface Probes {
   readonly uid: number;
   /** Supplementary and primary group ids of this process. */
   readonly groups: readonly number[];
+  /** Why the native (libfuse 3) binding cannot load here, or undefined when it loads; absent = not checked. */
+  readonly nativeBinding?: () => Promise<string | undefined>;
 }
 
 export function systemProbes(env: NodeJS.ProcessEnv): Probes {
@@ -58,6 +60,15 @@ export function systemProbes(env: NodeJS.ProcessEnv): Probes {
     fuseConf: '/etc/fuse.conf',
     uid: process.getuid?.() ?? -1,
     groups: [...new Set([...(process.getgroups?.() ?? []), process.getgid?.() ?? -1])],
+    nativeBinding: async () => {
+      const { loadNativeAddon } = await import('../../daemon/native-fuse-adapter.js');
+      try {
+        loadNativeAddon();
+        return undefined;
+      } catch (err) {
+        return messageOf(err);
+      }
+    },
   };
 }
 
@@ -91,9 +102,12 @@ export async function checkDevFuse(p: Probes): Promise<CheckResult> {
   return { name, status: 'ok', detail: 'character device, opens read-write' };
 }
 
+/** A FUSE binding that can load: the native addon (libfuse 3), else fuse-native's libfuse 2. */
 export async function checkLibfuse(p: Probes): Promise<CheckResult> {
   const name = 'libfuse';
-  const fix = 'apt-get install -y libfuse2 (Debian/Ubuntu; fuse-native needs libfuse 2.9, not fuse3)';
+  const nativeProblem = p.nativeBinding === undefined ? 'not checked' : await p.nativeBinding();
+  if (nativeProblem === undefined) return { name, status: 'ok', detail: 'the native binding (libfuse 3) loads' };
+  const fix = 'build the native binding (npm run build:native; needs gcc, libfuse3-dev) or apt-get install -y libfuse2 for fuse-native (Debian/Ubuntu)';
   const out = await p.ldconfig();
   const line = out?.split('\n').find((l) => /\blibfuse\.so\.2\b/.test(l));
   if (line !== undefined) {

@@ -8,7 +8,7 @@
 // exit 4 at once (no retry loop: a supervisor or entrypoint restarts the
 // daemon; once mounted, the daemon rides out outages by itself).
 
-import type { Command } from 'commander';
+import { Option, type Command } from 'commander';
 import { resolve } from 'node:path';
 import { tmpdir } from 'node:os';
 import { KnowledgeError } from '../../core/errors.js';
@@ -18,6 +18,7 @@ import { parseDuration, parseSize, formatDurationFlag, formatSizeFlag } from '..
 import { keepYoungGenerationSmall } from '../../daemon/heap.js';
 import { runMountDaemon } from '../../daemon/run-mount.js';
 import { MOUNT_DEFAULTS } from '../../daemon/options.js';
+import { DEFAULT_FUSE_BINDING, FUSE_BINDING_ENV, FUSE_BINDINGS, parseFuseBinding, type FuseBindingChoice } from '../../daemon/fuse-binding.js';
 import type { CliContext } from '../context.js';
 import { armStopDeadline } from '../../daemon/stop-deadline.js';
 import { EXIT } from '../exit-codes.js';
@@ -41,6 +42,15 @@ interface MountFlags {
   socket?: string;
   allowOther?: boolean;
   metricsListen?: string;
+  fuseBinding?: FuseBindingChoice;
+}
+
+/** --fuse-binding, else $KNOWLEDGEFS_FUSE_BINDING, else auto. */
+function resolveFuseBinding(flags: MountFlags, ctx: CliContext): FuseBindingChoice {
+  if (flags.fuseBinding !== undefined) return flags.fuseBinding;
+  const fromEnv = ctx.env[FUSE_BINDING_ENV];
+  if (fromEnv !== undefined && fromEnv.trim() !== '') return parseFuseBinding(fromEnv, `$${FUSE_BINDING_ENV}`);
+  return DEFAULT_FUSE_BINDING;
 }
 
 /**
@@ -76,6 +86,10 @@ export function registerMount(program: Command, ctx: CliContext, result: Command
     .option('--socket <path>', 'local control socket for read/manifest/reminder (default: $KNOWLEDGEFS_SOCKET or the standard path); its directory is created 0700, and refused if another user owns or may write it')
     .option('--metrics-listen <host:port>', 'serve the daemon\'s Prometheus metrics (GET /metrics) on this address, without a token (default: none; `knowledgefs status` shows the same numbers)')
     .option('--allow-other', 'let other users use the mount (a non-root agent user); needs user_allow_other in /etc/fuse.conf unless root')
+    .addOption(
+      new Option('--fuse-binding <binding>', `FUSE binding: native (libfuse 3 addon, long kernel caches told of every change), fuse-native (libfuse 2, 1 s caches), auto = native when its addon loads (default ${DEFAULT_FUSE_BINDING}, or $${FUSE_BINDING_ENV})`)
+        .choices(FUSE_BINDINGS),
+    )
     .addHelpText(
       'after',
       `
@@ -112,6 +126,7 @@ Examples:
           socketPath: flags.socket ?? defaultSocketPath(ctx.env, process.getuid?.() ?? 0, tmpdir()),
           allowOther: flags.allowOther === true,
           metricsListen,
+          fuseBinding: resolveFuseBinding(flags, ctx),
         },
         {
           out: (line) => ctx.stdout.write(`${line}\n`),

@@ -1,0 +1,60 @@
+#!/usr/bin/env node
+// Builds the libfuse 3 addon (native/knowledgefs_fuse.c) with the system's
+// C compiler against the npm `node-api-headers` (no header download) and
+// Debian's libfuse3-dev, into native/build/knowledgefs_fuse.node.
+//
+//   node scripts/build-native.mjs           build; fail with what is missing
+//   node scripts/build-native.mjs --if-possible
+//                                            build when gcc + libfuse3-dev are
+//                                            present, else say so and exit 0
+//                                            (the mount then uses fuse-native)
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, renameSync, statSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const source = join(root, 'native', 'knowledgefs_fuse.c');
+const outDir = join(root, 'native', 'build');
+const target = join(outDir, 'knowledgefs_fuse.node');
+const optional = process.argv.includes('--if-possible');
+const say = (msg) => process.stderr.write(`build-native: ${msg}\n`);
+
+function fail(msg) {
+  say(msg);
+  if (optional) {
+    say('skipped: mounts use the fuse-native binding (--fuse-binding auto)');
+    process.exit(0);
+  }
+  process.exit(1);
+}
+
+const cc = process.env.CC ?? 'gcc';
+if (spawnSync(cc, ['--version'], { stdio: 'ignore' }).status !== 0) fail(`no C compiler (${cc}); Debian: apt-get install -y gcc make`);
+const pkg = spawnSync('pkg-config', ['--cflags', '--libs', 'fuse3'], { encoding: 'utf8' });
+const flags = pkg.status === 0 ? pkg.stdout.trim().split(/\s+/) : existsSync('/usr/include/fuse3/fuse_lowlevel.h') ? ['-I/usr/include/fuse3', '-lfuse3', '-lpthread'] : undefined;
+if (flags === undefined) fail('libfuse 3 headers not found; Debian: apt-get install -y libfuse3-dev pkg-config');
+
+let headers;
+try {
+  headers = dirname(createRequire(import.meta.url).resolve('node-api-headers/include/node_api.h'));
+} catch {
+  fail('node-api-headers is missing: run npm ci');
+}
+
+if (existsSync(target) && statSync(target).mtimeMs > statSync(source).mtimeMs && !process.argv.includes('--force')) process.exit(0);
+
+mkdirSync(outDir, { recursive: true });
+const partial = `${target}.partial`;
+const args = [
+  '-O2', '-fPIC', '-shared', '-Wall', '-Wextra', '-Werror', '-fvisibility=hidden',
+  '-DNODE_GYP_MODULE_NAME=knowledgefs_fuse', `-I${headers}`,
+  ...flags.filter((f) => !f.startsWith('-l')),
+  source, '-o', partial,
+  ...flags.filter((f) => f.startsWith('-l')),
+];
+const built = spawnSync(cc, args, { stdio: 'inherit' });
+if (built.status !== 0) fail(`${cc} failed (status ${built.status})`);
+renameSync(partial, target);
+say(`built ${target}`);
