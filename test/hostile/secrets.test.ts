@@ -52,7 +52,9 @@ fuseSuite('secrets stay secret', () => {
       serverUrl: cp.url,
       token: envSession.token,
       tokenVia: 'env',
-      args: ['--sync-interval', '200ms'],
+      // fuse-native unmounts by running fusermount, the child this test inspects; the native binding
+      // unmounts as root with umount2 and starts no process at all.
+      args: ['--sync-interval', '200ms', '--fuse-binding', 'fuse-native'],
       env: { PATH: `${spyDir}:${process.env.PATH ?? ''}` },
     });
   });
