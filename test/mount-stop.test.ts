@@ -64,7 +64,8 @@ fuseSuite('stopping the mount daemon', () => {
     // fuse-native unmounts through `fusermount -uz` found on PATH: this one hangs once the flag exists.
     writeFileSync(join(bin, 'fusermount'), `#!/bin/sh\nif [ -e ${flag} ]; then echo $$ > ${flag}.pid; exec sleep 60; fi\nexec ${real} "$@"\n`, { mode: 0o755 });
     const s = await cp.createSession({ kind: 'team', creator: 'alice', team: 'payments' });
-    const m = await startMount({ serverUrl: cp.url, token: s.token, args: ['--prefetch-content', 'off'], env: { PATH: `${bin}:${process.env.PATH ?? ''}` } });
+    // fuse-native's unmount runs that fusermount; the native binding, as root, unmounts with umount2 and cannot hang there.
+    const m = await startMount({ serverUrl: cp.url, token: s.token, args: ['--prefetch-content', 'off', '--fuse-binding', 'fuse-native'], env: { PATH: `${bin}:${process.env.PATH ?? ''}` } });
     mounts.push(m);
     try {
       writeFileSync(flag, '');

@@ -150,6 +150,9 @@ export class NativeFuseSession implements FuseMount {
   private readonly ended: Promise<void>;
   private markEnded!: () => void;
   private unmounted: Promise<void> | undefined;
+  /** Set once the kernel has closed the session (after our unmount, or a detach underneath us). */
+  private hasEnded = false;
+  private mountpoint = '';
 
   constructor(
     private readonly native: NativeAddon,
@@ -162,6 +165,7 @@ export class NativeFuseSession implements FuseMount {
   }
 
   mount(mountpoint: string): void {
+    this.mountpoint = mountpoint;
     const options = ['fsname=knowledgefs', 'subtype=knowledgefs'];
     if (this.opts.allowOther === true) options.push('allow_other');
     if (this.opts.defaultPermissions === true) options.push('default_permissions');
@@ -186,6 +190,12 @@ export class NativeFuseSession implements FuseMount {
 
   unmount(): Promise<void> {
     this.unmounted ??= new Promise<void>((resolve) => {
+      // Detached underneath us (fusermount -uz, a container runtime): nothing left to unmount.
+      if (this.hasEnded) {
+        this.opts.log(`${this.mountpoint} was already detached (the kernel had closed its FUSE session); stopping`);
+        resolve();
+        return;
+      }
       this.native.unmount();
       // A reader still holding a file keeps the kernel's session open after a lazy unmount; don't wait for it forever.
       const timer = setTimeout(() => {
@@ -263,6 +273,8 @@ export class NativeFuseSession implements FuseMount {
         this.native.replyErr(req, 0);
         return 0;
       case OP.ended:
+        if (this.unmounted === undefined) this.opts.log(`${this.mountpoint}: the kernel closed the FUSE session (the mount was detached); file operations there now fail`);
+        this.hasEnded = true;
         this.known.clear();
         this.dirs.clear();
         this.markEnded();
