@@ -1,21 +1,32 @@
-// Read-tool latency, measured where the agent harness calls it: a POST /read
-// on the daemon's control socket (the `knowledgefs read` CLI adds a Node
-// start on top; a few CLI runs are timed separately for reference).
+// Read-tool latency, measured where agent harnesses call it, each way in one
+// run so the figures sit side by side on the same stretch of machine load:
+//
+//   library — `KnowledgeClient.read` from the built package (what a
+//             TypeScript harness and `knowledgefs mcp` use);
+//   socket  — a bare POST /read on the daemon's control socket (undici, one
+//             kept-alive connection): the floor the library is compared with;
+//   MCP     — `read_knowledge` through the SDK's client over stdio to
+//             `knowledgefs mcp` (with its default reminder on tool results);
+//   CLI     — `knowledgefs read`, a Node start on top.
 //
 // The session is `reader`'s personal session bound to the first main team
 // with a 1-byte threshold, so only account + that team are materialised:
 //   mounted   — files of the bound team (in the tree; each read still asks
 //               the control plane for a fresh decision), measured twice:
-//               first reads (a path not yet in the session's read set) and
-//               re-reads (same path, same sha256), interleaved one of each so
-//               load on the machine hits both alike;
-//   unmounted — each extra team's DUTY.md, once per team (not in the tree:
-//               the control plane decides, serves, records the mount, and the
-//               daemon adds the team). One sample per team, so p99 over 100
-//               samples is close to the worst one.
+//               first reads (a path not yet in the session's read set, so
+//               the control plane makes the new entry durable before it
+//               answers) and re-reads (same path, same sha256), library and
+//               socket interleaved, one of each kind per round;
+//   unmounted — each extra team's DUTY.md, once per team, through the library
+//               (not in the tree: the control plane decides, serves, records
+//               the mount, and the daemon adds the team). One sample per
+//               team, so p99 over 100 samples is close to the worst one.
 
 import { readdirSync, readFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
+import { Client as McpClient } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { KnowledgeClient } from '../../dist/client/index.js';
 import { createSession, writeToken, startMount, stopMount, socketClient, socketJson, waitPrefetch, BIN } from './knowledgefs.mjs';
 import { latencySummary, summarize } from './stats.mjs';
 import { log, run } from './proc.mjs';
@@ -28,47 +39,79 @@ function listFiles(dir) {
   return out.sort();
 }
 
-async function timedRead(client, body) {
+async function timed(fn) {
   const t0 = process.hrtime.bigint();
-  const { status, json } = await socketJson(client, 'POST', '/read', body);
-  const ms = Number(process.hrtime.bigint() - t0) / 1e6;
-  if (status !== 200 || json?.ok !== true) throw new Error(`read ${body.path} → ${status} ${JSON.stringify(json).slice(0, 200)}`);
-  return { ms, json };
+  const value = await fn();
+  return { ms: Number(process.hrtime.bigint() - t0) / 1e6, value };
 }
 
-export async function readToolLatency(server, workDir, { viewDir, team, extraTeams, mountedSamples = 200, cliRuns = 5 }) {
+async function socketRead(client, body) {
+  const { status, json } = await socketJson(client, 'POST', '/read', body);
+  if (status !== 200 || json?.ok !== true) throw new Error(`read ${body.path} → ${status} ${JSON.stringify(json).slice(0, 200)}`);
+  return json;
+}
+
+/** `read_knowledge` re-reads through `knowledgefs mcp`; the first result is checked against the file. */
+async function mcpRereads(socket, cwd, paths, expected, samples) {
+  const transport = new StdioClientTransport({ command: process.execPath, args: [BIN, 'mcp', '--socket', socket], env: { PATH: process.env.PATH ?? '' }, cwd, stderr: 'ignore' });
+  const client = new McpClient({ name: 'bench', version: '0' });
+  await client.connect(transport);
+  try {
+    const call = (path) => client.callTool({ name: 'read_knowledge', arguments: { path } });
+    const first = await call(paths[0]);
+    if (first.isError || first.content[0]?.text !== expected) throw new Error(`read_knowledge returned other bytes for ${paths[0]}: ${JSON.stringify(first).slice(0, 200)}`);
+    const ms = [];
+    for (let i = 0; i < samples; i++) ms.push((await timed(() => call(paths[i % paths.length]))).ms);
+    return ms;
+  } finally {
+    await client.close();
+  }
+}
+
+export async function readToolLatency(server, workDir, { viewDir, team, extraTeams, mountedSamples = 200, cliRuns = 5, mcpSamples = 100 }) {
   const session = await createSession(server, { kind: 'personal', creator: 'reader', team });
   const tokenFile = writeToken(workDir, 'reader', session.token);
   const mount = await startMount(server, tokenFile, workDir, { threshold: '1', prefetch: 'on' });
-  const client = socketClient(mount.socket);
+  const socket = socketClient(mount.socket);
+  const library = new KnowledgeClient({ socketPath: mount.socket, cwd: mount.base });
   try {
     await waitPrefetch(mount.socket, 120_000);
     const teamDir = join(viewDir, `team_${team}`);
     const WARMUP = 10;
-    const files = listFiles(teamDir).slice(0, WARMUP + mountedSamples);
-    if (files.length < WARMUP + 2) throw new Error(`team_${team} has ${files.length} files; the read bench needs at least ${WARMUP + 2}`);
+    const files = listFiles(teamDir);
+    // Each round reads two new paths (one per client).
+    const rounds = Math.min(mountedSamples, Math.floor((files.length - WARMUP) / 2));
+    if (rounds < 2) throw new Error(`team_${team} has ${files.length} files; the read bench needs at least ${WARMUP + 4}`);
     const paths = files.map((f) => `knowledge/team_${team}/${relative(teamDir, f)}`);
-    const read = (i) => timedRead(client, { path: paths[i], cwd: mount.base });
 
-    // Correctness first: the bytes the tool returns are the file's.
-    const first = await read(0);
-    if (first.json.content !== readFileSync(files[0], 'utf8')) throw new Error(`read tool returned other bytes for ${paths[0]}`);
-    for (let i = 0; i < WARMUP; i++) await read(i);
-    for (let i = 0; i < WARMUP; i++) await read(i);
+    // Correctness first: the bytes each way returns are the file's.
+    const expected = readFileSync(files[0], 'utf8');
+    if ((await library.read(paths[0])).content !== expected) throw new Error(`the library returned other bytes for ${paths[0]}`);
+    if ((await socketRead(socket, { path: paths[0], cwd: mount.base })).content !== expected) throw new Error(`the socket returned other bytes for ${paths[0]}`);
+    for (let i = 0; i < WARMUP; i++) {
+      await library.read(paths[i]);
+      await socketRead(socket, { path: paths[i], cwd: mount.base });
+    }
 
-    // Path i is read for the first time, then an earlier path is read again.
-    const firstReads = [];
-    const rereads = [];
-    for (let i = WARMUP; i < files.length; i++) {
-      firstReads.push((await read(i)).ms);
-      rereads.push((await read(i - 1 - ((i * 7) % WARMUP))).ms);
+    const lib = { first: [], reread: [] };
+    const raw = { first: [], reread: [] };
+    for (let r = 0; r < rounds; r++) {
+      const a = WARMUP + 2 * r;
+      const again = (r * 7) % WARMUP;
+      lib.first.push((await timed(() => library.read(paths[a]))).ms);
+      raw.first.push((await timed(() => socketRead(socket, { path: paths[a + 1], cwd: mount.base }))).ms);
+      lib.reread.push((await timed(() => library.read(paths[again]))).ms);
+      raw.reread.push((await timed(() => socketRead(socket, { path: paths[again], cwd: mount.base }))).ms);
     }
 
     const unmounted = [];
     for (const x of extraTeams) {
-      const r = await timedRead(client, { path: `knowledge/team_${x}/DUTY.md`, cwd: mount.base });
-      unmounted.push(r.ms);
+      const { ms, value } = await timed(() => library.read(`knowledge/team_${x}/DUTY.md`));
+      if (!value.mounted) throw new Error(`reading team_${x}/DUTY.md did not mount it`);
+      unmounted.push(ms);
     }
+
+    const mcp = await mcpRereads(mount.socket, mount.base, paths.slice(0, WARMUP), expected, mcpSamples);
 
     const cli = [];
     for (let i = 0; i < cliRuns; i++) {
@@ -78,16 +121,21 @@ export async function readToolLatency(server, workDir, { viewDir, team, extraTea
     }
 
     const result = {
-      mountedFirstRead: latencySummary(firstReads),
-      mountedReread: latencySummary(rereads),
+      mountedFirstRead: latencySummary(lib.first),
+      mountedReread: latencySummary(lib.reread),
+      socketFirstRead: latencySummary(raw.first),
+      socketReread: latencySummary(raw.reread),
       unmounted: latencySummary(unmounted),
+      mcpReread: latencySummary(mcp),
       cliEndToEndMs: summarize(cli),
     };
     const pair = (s) => `p50 ${s.p50} ms p99 ${s.p99} ms`;
-    log(`read tool: mounted first read ${pair(result.mountedFirstRead)}; re-read ${pair(result.mountedReread)}; unmounted ${pair(result.unmounted)}; CLI median ${result.cliEndToEndMs.median?.toFixed(1)} ms`);
+    log(`read tool (library): mounted first read ${pair(result.mountedFirstRead)}; re-read ${pair(result.mountedReread)}; unmounted ${pair(result.unmounted)}`);
+    log(`read tool (bare socket): first read ${pair(result.socketFirstRead)}; re-read ${pair(result.socketReread)}; MCP re-read ${pair(result.mcpReread)}; CLI median ${result.cliEndToEndMs.median?.toFixed(1)} ms`);
     return result;
   } finally {
-    await client.close().catch(() => {});
+    library.close();
+    await socket.close().catch(() => {});
     await stopMount(mount);
   }
 }

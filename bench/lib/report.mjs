@@ -59,9 +59,12 @@ export function sideTable(results) {
   }
   const rt = results.readTool;
   if (rt) {
-    rows.push(['read tool, mounted file, first read: p50 / p99 (ms)', `${fmtMs(rt.mountedFirstRead.p50)} / ${fmtMs(rt.mountedFirstRead.p99)}`]);
-    rows.push(['read tool, mounted file, re-read: p50 / p99 (ms)', `${fmtMs(rt.mountedReread.p50)} / ${fmtMs(rt.mountedReread.p99)}`]);
-    rows.push(['read tool, unmounted team: p50 / p99 (ms)', `${fmtMs(rt.unmounted.p50)} / ${fmtMs(rt.unmounted.p99)}`]);
+    const ratio = (a, b) => (a && b ? ` (${(a / b).toFixed(2)}× the bare socket)` : '');
+    rows.push(['read tool via the library, mounted file, first read: p50 / p99 (ms)', `${fmtMs(rt.mountedFirstRead.p50)} / ${fmtMs(rt.mountedFirstRead.p99)}${ratio(rt.mountedFirstRead.p50, rt.socketFirstRead?.p50)}`]);
+    rows.push(['read tool via the library, mounted file, re-read: p50 / p99 (ms)', `${fmtMs(rt.mountedReread.p50)} / ${fmtMs(rt.mountedReread.p99)}${ratio(rt.mountedReread.p50, rt.socketReread?.p50)}`]);
+    if (rt.socketFirstRead) rows.push(['read tool, bare POST /read on the socket, first read / re-read: p50 (ms)', `${fmtMs(rt.socketFirstRead.p50)} / ${fmtMs(rt.socketReread.p50)}`]);
+    rows.push(['read tool via the library, unmounted team: p50 / p99 (ms)', `${fmtMs(rt.unmounted.p50)} / ${fmtMs(rt.unmounted.p99)}`]);
+    if (rt.mcpReread) rows.push(['read_knowledge over `knowledgefs mcp` (stdio), mounted file, re-read: p50 / p99 (ms)', `${fmtMs(rt.mcpReread.p50)} / ${fmtMs(rt.mcpReread.p99)}`]);
     rows.push(['`knowledgefs read` CLI end to end, median (ms)', fmtMs(rt.cliEndToEndMs.median)]);
   }
   const load = results.load;
@@ -111,6 +114,7 @@ export function checkTargets(results) {
   // The slower of first read and re-read: the target holds for both.
   const mountedP50 = rt ? Math.max(rt.mountedFirstRead.p50, rt.mountedReread.p50) : null;
   add('read tool p50 ≤ 5 ms, mounted', mountedP50, 5, rt && mountedP50 <= 5, 'ms');
+  add('library read p50 ≤ 2 ms, mounted', mountedP50, 2, rt && mountedP50 <= 2, 'ms');
   add('read tool p50 ≤ 20 ms, unmounted team', rt?.unmounted.p50 ?? null, 20, rt && rt.unmounted.p50 <= 20, 'ms');
   return t;
 }

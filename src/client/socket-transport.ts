@@ -5,16 +5,21 @@
 // Every call is bounded by a timeout. A missing or dead socket, a refused or
 // dropped connection and a silent daemon all become DaemonUnreachableError
 // naming the socket; error bodies ({ok: false, error: {code, message}}) come
-// back as the error class of the daemon's code. Nothing is sent to a socket
-// another user could have put in place (socket-trust.ts): that is checked
-// before every call, as the path's directories may change between calls.
+// back as the error class of the daemon's code.
+//
+// Nothing is sent to a socket another user could have put in place
+// (socket-trust.ts): the check runs before every new connection. A kept-alive
+// connection needs none: its peer is the process that was checked when it was
+// made, whatever happens to the path afterwards. (Checking once per
+// connection instead of once per call keeps a read ~60 µs cheaper.)
 //
 // A kept-alive connection can be closed by the daemon just as a request goes
 // out on it (its idle timeout); Node reports that as ECONNRESET on a reused
 // socket before any answer, and the request is sent once more on a fresh one,
 // as Node's documentation recommends. The daemon never saw the first try.
 
-import { Agent, request, type ClientRequest } from 'node:http';
+import { Agent, request, type ClientRequest, type ClientRequestArgs } from 'node:http';
+import type { Duplex } from 'node:stream';
 import { KnowledgeError, isErrorCode } from '../core/errors.js';
 import { SOCKET_ENV } from '../core/socket-path.js';
 import { DaemonUnreachableError, errorFromWire, type UnreachableReason } from './errors.js';
@@ -27,17 +32,17 @@ const MAX_RESPONSE_BYTES = 64 * 1024 * 1024;
 export class SocketTransport {
   readonly path: string;
   private readonly timeoutMs: number;
-  private readonly agent = new Agent({ keepAlive: true });
+  private readonly agent: Agent;
 
   constructor(path: string, timeoutMs: number = DEFAULT_TIMEOUT_MS) {
     this.path = path;
     this.timeoutMs = timeoutMs;
+    this.agent = new TrustCheckingAgent(() => this.checkTrust());
   }
 
   /** The `ok: true` body of the answer, parsed; throws the error class of anything else. */
   async call(method: 'GET' | 'POST', route: string, body?: unknown): Promise<unknown> {
     const payload = body === undefined ? undefined : JSON.stringify(body);
-    this.checkTrust();
     try {
       return await this.send(method, route, payload);
     } catch (err) {
@@ -141,3 +146,23 @@ export class SocketTransport {
 
 /** A kept-alive connection the daemon had already closed: the request never reached it. */
 class StaleConnection extends Error {}
+
+/** A keep-alive agent that runs `check` (which throws to refuse) before opening each connection. */
+class TrustCheckingAgent extends Agent {
+  private readonly check: () => void;
+  constructor(check: () => void) {
+    super({ keepAlive: true });
+    this.check = check;
+  }
+
+  override createConnection(options: ClientRequestArgs, callback?: (err: Error | null, stream: Duplex) => void): Duplex | null | undefined {
+    try {
+      this.check();
+    } catch (err) {
+      // Node's agent turns this into the request's 'error' event; no connection is made.
+      callback?.(err as Error, undefined as unknown as Duplex);
+      return undefined;
+    }
+    return super.createConnection(options, callback);
+  }
+}
