@@ -7,6 +7,11 @@
 //
 // Both default to a short scan interval (100 ms in-process, 200 ms spawned)
 // so edits under the data dir show up quickly; pass your own to override.
+//
+// With $KNOWLEDGEFS_TEST_STATE_PG set (`npm run test:postgres` sets it for
+// the existing server and mount suites it runs again), a control plane given
+// no state of its own keeps its sessions in a fresh PostgreSQL database
+// instead of a state file: the same tests, the other session state.
 
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -55,8 +60,31 @@ export type StartOptions = Partial<ControlPlaneOptions> & {
   readonly verbose?: boolean;
 };
 
+export const TEST_STATE_PG_ENV = 'KNOWLEDGEFS_TEST_STATE_PG';
+
+/** A fresh database on the cluster named by $KNOWLEDGEFS_TEST_STATE_PG, or undefined when it is not set. */
+async function freshStateDatabase(): Promise<string | undefined> {
+  const base = process.env[TEST_STATE_PG_ENV];
+  if (base === undefined || base === '') return undefined;
+  const name = `kfs_${randomBytes(8).toString('hex')}`;
+  const { default: pg } = await import('pg');
+  const client = new pg.Client({ connectionString: base });
+  await client.connect();
+  try {
+    await client.query(`CREATE DATABASE ${name}`);
+  } finally {
+    await client.end();
+  }
+  const url = new URL(base);
+  url.pathname = `/${name}`;
+  return url.toString();
+}
+
 export async function startControlPlane(options: StartOptions): Promise<TestControlPlane> {
   const { deps, verbose, ...rest } = options;
+  const ownState = rest.stateUrl !== undefined || rest.stateFile !== undefined || deps?.stateStore !== undefined;
+  const stateUrl = ownState ? undefined : await freshStateDatabase();
+  if (stateUrl !== undefined) (rest as { stateUrl?: string }).stateUrl = stateUrl;
   const logs: string[] = [];
   const adminToken = rest.adminToken ?? `kfsadmin_test_${randomBytes(16).toString('hex')}`;
   const cp = await serveControlPlane(
@@ -120,6 +148,10 @@ export async function spawnControlPlane(options: SpawnOptions): Promise<SpawnedC
   const adminToken = options.adminToken ?? `kfsadmin_test_${randomBytes(16).toString('hex')}`;
   const args = [...(options.args ?? [])];
   if (!args.includes('--scan-interval')) args.push('--scan-interval', '200ms');
+  if (!args.includes('--state')) {
+    const stateUrl = await freshStateDatabase();
+    if (stateUrl !== undefined) args.push('--state', stateUrl);
+  }
   let port = options.port ?? 0;
   let url = '';
   let out = '';
