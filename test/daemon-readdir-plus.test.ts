@@ -76,15 +76,15 @@ describe('readdirPlus', () => {
 });
 
 describe('FUSE readdir callback', () => {
-  it('passes names and one stat per name, or an errno', () => {
+  it('passes . and .., then names, with one stat per name, or an errno', () => {
     const { fs } = filesystem();
     const ops = buildOps(fs, new ErrnoMapper(() => undefined));
     const answers: { code: number; names?: readonly string[]; stats?: readonly NodeStat[] }[] = [];
     ops.readdir('/account', (code, names, stats) => answers.push({ code, names, stats }));
     ops.readdir('/team_nope', (code) => answers.push({ code }));
     expect(answers[0]?.code).toBe(0);
-    expect(answers[0]?.names).toEqual(['DUTY.md', 'runbooks']);
-    expect(answers[0]?.stats?.map((s) => s.mode)).toEqual([FILE_MODE, DIR_MODE]);
+    expect(answers[0]?.names).toEqual(['.', '..', 'DUTY.md', 'runbooks']);
+    expect(answers[0]?.stats?.map((s) => s.mode)).toEqual([DIR_MODE, DIR_MODE, FILE_MODE, DIR_MODE]);
     expect(answers[1]?.code).toBe(-osConstants.errno.ENOENT);
   });
 });

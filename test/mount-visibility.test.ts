@@ -117,6 +117,27 @@ fuseSuite('mount visibility', () => {
     expect(fsStat.stdout.trim()).toBe(`4096 ${Math.ceil(total / 4096)} 0 0 5 0`);
   });
 
+  it('readdir lists . and .. like a real directory (ls -a), and find is unchanged', async () => {
+    const m = await mountFor({ kind: 'team', creator: 'alice', team: 'payments' });
+    const root = await run('ls', ['-a', m.mountpoint]);
+    expect(root.stdout.split('\n').filter(Boolean)).toEqual(['.', '..', 'account', 'team_payments']);
+    const sub = await run('ls', ['-a', join(m.mountpoint, 'team_payments/runbooks')]);
+    expect(sub.stdout.split('\n').filter(Boolean)).toEqual(['.', '..', 'deep', 'refunds.md']);
+    const lsla = await sh(`ls -la ${JSON.stringify(join(m.mountpoint, 'team_payments/runbooks'))} | awk '{print $1, $9}'`);
+    expect(lsla.stdout).toContain('dr-xr-xr-x .\n');
+    expect(lsla.stdout).toContain('dr-xr-xr-x ..\n');
+    const find = await run('find', ['knowledge/team_payments'], { cwd: m.dir });
+    expect(find.stdout.split('\n').filter(Boolean).sort()).toEqual([
+      'knowledge/team_payments',
+      'knowledge/team_payments/DUTY.md',
+      'knowledge/team_payments/runbooks',
+      'knowledge/team_payments/runbooks/deep',
+      'knowledge/team_payments/runbooks/deep/nested',
+      'knowledge/team_payments/runbooks/deep/nested/ledger.md',
+      'knowledge/team_payments/runbooks/refunds.md',
+    ]);
+  });
+
   it('personal session under the threshold sees every team of its creator', async () => {
     const m = await mountFor({ kind: 'personal', creator: 'alice', team: 'payments' });
     const ls = await run('ls', [m.mountpoint]);

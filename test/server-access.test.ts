@@ -146,6 +146,28 @@ describe('tokens', () => {
       expect(err.error.message).toMatch(message);
     }
   });
+
+  it('a personal session bound to a team its creator is not in is refused (400); a team session for it is not', async () => {
+    const before = cp.cp.sessions.stats().personal;
+    const res = await fetch(`${cp.url}/v1/admin/sessions`, {
+      method: 'POST',
+      headers: auth(cp.adminToken),
+      body: JSON.stringify({ kind: 'personal', creator: 'alice', team: 'storage' }),
+    });
+    expect(res.status).toBe(400);
+    expect(await res.json()).toEqual({
+      error: {
+        code: 'invalid_argument',
+        message:
+          'user "alice" is not a member of team "storage": a personal session can only be bound to one of its creator\'s teams (payments, search); create a team session for storage instead',
+      },
+    });
+    expect(cp.cp.sessions.stats().personal).toBe(before);
+    // A team session acts for its team; its creator's memberships are not asked.
+    const team = await cp.createSession({ kind: 'team', creator: 'alice', team: 'storage' });
+    expect((await get('/v1/files/team_storage/DUTY.md', team.token)).status).toBe(200);
+    expect((await get('/v1/files/team_payments/DUTY.md', team.token)).status).toBe(403);
+  });
 });
 
 describe('denials', () => {

@@ -12,6 +12,7 @@
 //   removed file may stay visible (not readable) for up to that long.
 // - readdir hands each entry's stat along with its name (libfuse2 turns it
 //   into the entry's d_type): `find` then walks without one lookup per file.
+//   It lists `.` and `..` first, as real filesystems do (`ls -a`).
 // - fuse-native drops numeric 0 options, so zero timeouts are passed as '0'.
 // - fuse-native answers ETIMEDOUT after its per-op timeout (15 s default);
 //   ours is set above --request-timeout so the core's clean EIO always wins.
@@ -146,13 +147,19 @@ export function buildOps(fs: KnowledgeFilesystem, errors: ErrnoMapper): FuseOps 
     },
     readdir(path, cb) {
       let listing: { names: readonly string[]; stats: readonly NodeStat[] };
+      let self: NodeStat;
+      let parent: NodeStat;
       try {
         listing = fs.readdirPlus(path);
+        self = fs.getattr(path);
+        // The mount root's `..` is outside the mount: the kernel answers for it, any directory stat will do.
+        parent = path === '/' ? self : fs.getattr(path.slice(0, path.lastIndexOf('/')) || '/');
       } catch (err) {
         cb(fail(err));
         return;
       }
-      cb(0, listing.names, listing.stats);
+      const stats = listing.stats.length === listing.names.length ? [self, parent, ...listing.stats] : [];
+      cb(0, ['.', '..', ...listing.names], stats);
     },
     access(path, mode, cb) {
       try {

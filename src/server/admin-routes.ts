@@ -1,6 +1,12 @@
 // Admin routes: create and revoke sessions. A session names a known creator
 // (in directory.json, or known to the membership service) and, for a team
 // session, a known team (listed in directory.json or with a pack on disk).
+//
+// A personal session acts for its creator, so it may only be bound to one of
+// the creator's teams (the bound team is always loadable through it: binding
+// any other team would hand the creator a team they are not in). A team
+// session acts for its team, not for its creator: the creator is recorded
+// for the audit log and its memberships are never consulted.
 
 import { KnowledgeError } from '../core/errors.js';
 import type { SessionKind } from '../core/policy.js';
@@ -44,6 +50,12 @@ export async function createSessionRoute(ctx: RouteContext, body: Buffer): Promi
   if (answer.status === 'unknown-user') bad(`unknown user "${request.creator}"`);
   if (answer.status === 'error') {
     return errorResponse('membership_unavailable', `cannot check user "${request.creator}": ${answer.error}`);
+  }
+  if (request.kind === 'personal' && request.team !== undefined && !answer.teams.includes(request.team)) {
+    bad(
+      `user "${request.creator}" is not a member of team "${request.team}": a personal session can only be bound to one of its creator's teams ` +
+        `(${answer.teams.length > 0 ? answer.teams.join(', ') : 'none'}); create a team session for ${request.team} instead`,
+    );
   }
   const { record, token } = await ctx.sessions.create(request, new Date(ctx.options.now()).toISOString());
   const response: CreateSessionResponse = {
