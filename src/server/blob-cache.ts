@@ -110,7 +110,9 @@ export class BlobCache {
     const bytes = await this.options.fetch(sha, size);
     const actual = sha256Hex(bytes);
     if (actual !== sha) throw this.options.corrupt(sha, actual, 'store');
-    this.memory.set(sha, bytes);
+    // Too big for memory: straight to disk (when there is one).
+    if (bytes.length > this.options.memoryBytes) this.spill(sha, bytes);
+    else this.memory.set(sha, bytes);
     return bytes;
   }
 
