@@ -88,7 +88,9 @@ function parseJson(bytes: Buffer, key: string): unknown {
   try {
     return JSON.parse(bytes.toString('utf8'));
   } catch (err) {
-    throw new PublicationError(key, `not valid JSON (${err instanceof Error ? err.message : String(err)})`);
+    // The parser quotes what it choked on: keep that readable (it may be binary garbage).
+    const detail = (err instanceof Error ? err.message : String(err)).replace(/[^\x20-\x7e]/g, '?').slice(0, 200);
+    throw new PublicationError(key, `not valid JSON (${detail})`);
   }
 }
 

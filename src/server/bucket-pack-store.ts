@@ -176,8 +176,8 @@ export class BucketPackStore implements PackStore {
       return 'switched';
     } catch (err) {
       if (!(err instanceof PublicationError)) throw err;
-      const where = `${store.description}: refusing the publication${got !== null ? ` in ${POINTER_KEY}` : ''}: ${err.message}`;
-      if (this.current === null) throw new PublicationError(err.key, `${where}`);
+      const where = `${store.description}: refusing the publication: ${err.message}`;
+      if (this.current === null) throw new KnowledgeError('unavailable', where);
       this.logOnce(`${where}; still serving the one published ${this.current.pointer.publishedAt}`);
       this.refusedEtag = got?.etag;
       return 'refused';
