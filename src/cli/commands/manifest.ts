@@ -5,38 +5,20 @@
 // changed/deleted lists (reminder).
 
 import type { Command } from 'commander';
-import { errorCodeOf, isKnowledgeError } from '../../core/errors.js';
 import type { CliContext } from '../context.js';
-import { EXIT, EXIT_FOR_CODE } from '../exit-codes.js';
+import { EXIT } from '../exit-codes.js';
 import type { CommandResult } from '../main.js';
-import { KnowledgeClient } from '../../client/knowledge-client.js';
-import { resolveSocketPath, writeJsonError } from './socket-command.js';
-
-interface SocketOptions {
-  socket?: string;
-  json?: boolean;
-}
+import type { KnowledgeClient } from '../../client/knowledge-client.js';
+import { callDaemon, type SocketCommandOptions } from './socket-command.js';
 
 async function run<T extends { text: string }>(
   ctx: CliContext,
   result: CommandResult,
-  opts: SocketOptions,
+  opts: SocketCommandOptions,
   fetch: (client: KnowledgeClient) => Promise<T>,
 ): Promise<void> {
-  const client = new KnowledgeClient({ socketPath: resolveSocketPath(opts.socket, ctx) });
-  let value: T;
-  try {
-    value = await fetch(client);
-  } catch (err) {
-    if (opts.json && isKnowledgeError(err)) {
-      writeJsonError(ctx, err);
-      result.code = EXIT_FOR_CODE[errorCodeOf(err)];
-      return;
-    }
-    throw err;
-  } finally {
-    client.close();
-  }
+  const value = await callDaemon(ctx, result, opts, fetch);
+  if (value === undefined) return;
   ctx.stdout.write(opts.json ? `${JSON.stringify({ ok: true, ...value })}\n` : value.text);
   result.code = EXIT.ok;
 }
@@ -54,7 +36,7 @@ Examples:
   knowledgefs manifest
   knowledgefs manifest --json        # key a prompt cache on .sha256`,
     )
-    .action(async (opts: SocketOptions) => {
+    .action(async (opts: SocketCommandOptions) => {
       await run(ctx, result, opts, (c) => c.manifest());
     });
 }
@@ -72,7 +54,7 @@ Examples:
   knowledgefs reminder
   knowledgefs reminder --socket /run/knowledgefs/control.sock --json`,
     )
-    .action(async (opts: SocketOptions) => {
+    .action(async (opts: SocketCommandOptions) => {
       await run(ctx, result, opts, (c) => c.reminder());
     });
 }

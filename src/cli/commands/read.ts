@@ -7,19 +7,16 @@
 // hidden denial prints exactly what a missing file prints.
 
 import type { Command } from 'commander';
-import { errorCodeOf, isKnowledgeError } from '../../core/errors.js';
-import { KnowledgeClient, READ_OUTPUT_CAP, type ReadResult } from '../../client/knowledge-client.js';
+import { READ_OUTPUT_CAP, type ReadResult } from '../../client/knowledge-client.js';
 import type { CliContext } from '../context.js';
-import { EXIT, EXIT_FOR_CODE } from '../exit-codes.js';
+import { EXIT } from '../exit-codes.js';
 import type { CommandResult } from '../main.js';
 import { optionParser } from '../option-parser.js';
-import { parseCount, resolveSocketPath, shellQuote, writeJsonError } from './socket-command.js';
+import { callDaemon, parseCount, shellQuote, type SocketCommandOptions } from './socket-command.js';
 
-interface ReadOptions {
-  socket?: string;
+interface ReadOptions extends SocketCommandOptions {
   offset?: number;
   limit?: number;
-  json?: boolean;
 }
 
 function truncationLine(typed: string, res: ReadResult, limit: number | undefined): string {
@@ -49,24 +46,13 @@ Examples:
   knowledgefs read knowledge/account/policies/on-call.md --offset 100000`,
     )
     .action(async (path: string, opts: ReadOptions) => {
-      const client = new KnowledgeClient({ socketPath: resolveSocketPath(opts.socket, ctx), cwd: ctx.cwd });
-      let res: ReadResult;
-      try {
-        res = await client.read(path, {
+      const res = await callDaemon(ctx, result, opts, (client) =>
+        client.read(path, {
           ...(opts.offset === undefined ? {} : { offset: opts.offset }),
           ...(opts.limit === undefined ? {} : { limit: opts.limit }),
-        });
-      } catch (err) {
-        if (!isKnowledgeError(err)) throw err;
-        if (opts.json) {
-          writeJsonError(ctx, err);
-          result.code = EXIT_FOR_CODE[errorCodeOf(err)];
-          return;
-        }
-        throw err;
-      } finally {
-        client.close();
-      }
+        }),
+      );
+      if (res === undefined) return;
       if (opts.json) {
         ctx.stdout.write(`${JSON.stringify({ ok: true, ...res })}\n`);
       } else {

@@ -1,11 +1,15 @@
 // Shared bits of the commands that talk to the mount daemon's control socket
-// (`read`, `manifest`, `reminder`): the socket path rule, count parsing,
-// the --json error shape and shell quoting for hints.
+// (`read`, `manifest`, `reminder`, `status`): the socket path rule, one call
+// through the client library with the --json error shape, count parsing and
+// shell quoting for hints.
 
 import { tmpdir } from 'node:os';
-import { KnowledgeError } from '../../core/errors.js';
+import { KnowledgeClient } from '../../client/knowledge-client.js';
+import { KnowledgeError, errorCodeOf, isKnowledgeError } from '../../core/errors.js';
 import { defaultSocketPath } from '../../core/socket-path.js';
 import type { CliContext } from '../context.js';
+import { EXIT_FOR_CODE } from '../exit-codes.js';
+import type { CommandResult } from '../main.js';
 
 export function resolveSocketPath(flag: string | undefined, ctx: CliContext): string {
   if (flag !== undefined && flag !== '') return flag;
@@ -20,6 +24,36 @@ export function parseCount(text: string, min: number, max = Number.MAX_SAFE_INTE
     throw new KnowledgeError('invalid_argument', `${text} is out of range (${min}..${max === Number.MAX_SAFE_INTEGER ? '' : max})`);
   }
   return n;
+}
+
+export interface SocketCommandOptions {
+  socket?: string;
+  json?: boolean;
+}
+
+/**
+ * One call to the daemon through a client that is closed afterwards. With
+ * --json a KnowledgeError is printed as {"ok": false, error} and its exit code
+ * set, and the result is undefined; otherwise errors are thrown (main prints
+ * them and exits with their code).
+ */
+export async function callDaemon<T>(
+  ctx: CliContext,
+  result: CommandResult,
+  opts: SocketCommandOptions,
+  call: (client: KnowledgeClient) => Promise<T>,
+): Promise<T | undefined> {
+  const client = new KnowledgeClient({ socketPath: resolveSocketPath(opts.socket, ctx), cwd: ctx.cwd });
+  try {
+    return await call(client);
+  } catch (err) {
+    if (!opts.json || !isKnowledgeError(err)) throw err;
+    writeJsonError(ctx, err);
+    result.code = EXIT_FOR_CODE[errorCodeOf(err)];
+    return undefined;
+  } finally {
+    client.close();
+  }
 }
 
 export function writeJsonError(ctx: CliContext, err: KnowledgeError): void {

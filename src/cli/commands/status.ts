@@ -6,14 +6,12 @@
 // so it matches what `mount --metrics-listen` exports.
 
 import type { Command } from 'commander';
-import { errorCodeOf, isKnowledgeError } from '../../core/errors.js';
 import { formatBytes } from '../../core/units.js';
 import type { DaemonStatus } from '../../core/wire.js';
 import type { CliContext } from '../context.js';
-import { EXIT, EXIT_FOR_CODE } from '../exit-codes.js';
+import { EXIT } from '../exit-codes.js';
 import type { CommandResult } from '../main.js';
-import { KnowledgeClient } from '../../client/knowledge-client.js';
-import { resolveSocketPath, writeJsonError } from './socket-command.js';
+import { callDaemon } from './socket-command.js';
 
 const count = (n: number) => n.toLocaleString('en-US');
 const ms = (n: number | null) => (n === null ? '-' : n < 1 ? `${n.toFixed(2)}ms` : n < 100 ? `${n.toFixed(1)}ms` : `${Math.round(n)}ms`);
@@ -73,20 +71,8 @@ Examples:
   knowledgefs status --json | jq .activity.sync.planAgeSeconds`,
     )
     .action(async (opts: { socket?: string; json?: boolean }) => {
-      const client = new KnowledgeClient({ socketPath: resolveSocketPath(opts.socket, ctx) });
-      let status: DaemonStatus;
-      try {
-        status = await client.status();
-      } catch (err) {
-        if (opts.json && isKnowledgeError(err)) {
-          writeJsonError(ctx, err);
-          result.code = EXIT_FOR_CODE[errorCodeOf(err)];
-          return;
-        }
-        throw err;
-      } finally {
-        client.close();
-      }
+      const status = await callDaemon(ctx, result, opts, (client) => client.status());
+      if (status === undefined) return;
       ctx.stdout.write(opts.json ? `${JSON.stringify(status)}\n` : formatStatus(status));
       result.code = EXIT.ok;
     });
