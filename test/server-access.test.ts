@@ -173,7 +173,8 @@ describe('tokens', () => {
 describe('denials', () => {
   it("a personal session's denial is byte-identical to a missing file (files, grants, read)", async () => {
     const s = await cp.createSession({ kind: 'personal', creator: 'alice', team: 'payments' });
-    const h = auth(s.token);
+    // One request id for every request, so the answers compare byte for byte (an id is echoed; a made-up one is random).
+    const h = { ...auth(s.token), 'x-request-id': 'compare-1' };
     // Denied: alice is not in storage, and the file exists.
     const deniedFile = await rawRequest(cp.url, 'GET', '/v1/files/team_storage/postmortems/2024-01.md', h);
     const deniedGrant = await rawRequest(cp.url, 'GET', '/v1/grants/team_storage', h);

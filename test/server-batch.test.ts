@@ -148,7 +148,8 @@ describe('POST /v1/batch', () => {
 
   it("a personal session's denial is byte-identical to GET /v1/grants/<scope> and never touches the store", async () => {
     const s = await cp.createSession({ kind: 'personal', creator: 'alice', team: 'payments' });
-    const h = auth(s.token);
+    // One request id for every request, so the answers compare byte for byte (an id is echoed; a made-up one is random).
+    const h = { ...auth(s.token), 'x-request-id': 'compare-1' };
     storeCalls.length = 0;
     const denied = await rawRequest(cp.url, 'POST', '/v1/batch', h, JSON.stringify({ scope: 'team_storage', paths: ['DUTY.md'] }));
     expect(storeCalls).toEqual([]);
@@ -162,7 +163,8 @@ describe('POST /v1/batch', () => {
 
   it("a team session's denial is the grants route's 403 guidance; store untouched", async () => {
     const s = await cp.createSession({ kind: 'team', creator: 'alice', team: 'payments' });
-    const h = auth(s.token);
+    // One request id for every request, so the answers compare byte for byte (an id is echoed; a made-up one is random).
+    const h = { ...auth(s.token), 'x-request-id': 'compare-1' };
     storeCalls.length = 0;
     const denied = await rawRequest(cp.url, 'POST', '/v1/batch', h, JSON.stringify({ scope: 'team_search', paths: ['DUTY.md'] }));
     expect(storeCalls).toEqual([]);
@@ -173,7 +175,8 @@ describe('POST /v1/batch', () => {
 
   it('membership failure → 503 like the grants route (fail closed), store untouched', async () => {
     const s = await cp.createSession({ kind: 'personal', creator: 'alice', team: 'payments' });
-    const h = auth(s.token);
+    // One request id for every request, so the answers compare byte for byte (an id is echoed; a made-up one is random).
+    const h = { ...auth(s.token), 'x-request-id': 'compare-1' };
     membershipDown = true;
     try {
       storeCalls.length = 0;

@@ -31,6 +31,7 @@
 import * as http from 'node:http';
 import type { IncomingMessage } from 'node:http';
 import { createRequire } from 'node:module';
+import { newRequestId, REQUEST_ID_HEADER } from '../core/request-id.js';
 import { KnowledgeError, isErrorCode, isKnowledgeError, type ErrorCode } from '../core/errors.js';
 import { formatKnownScopes, type KnownScope, type Plan, type PlanChanges } from '../core/plan.js';
 import { parseBatchStream, type BatchItem } from './batch-stream.js';
@@ -315,7 +316,7 @@ export class HttpControlClient implements ControlClient {
       res = await send(this.transport, `${this.serverUrl}/v1/batch`, {
         agent: this.agent,
         method: 'POST',
-        headers: { authorization: `Bearer ${this.token}`, 'content-type': 'application/json' },
+        headers: { authorization: `Bearer ${this.token}`, 'content-type': 'application/json', [REQUEST_ID_HEADER]: newRequestId('kfsd') },
         body: JSON.stringify({ scope, paths }),
         signal: opts.signal,
         // Bounds the wait for the headers and every gap between body chunks.
@@ -408,6 +409,8 @@ export class HttpControlClient implements ControlClient {
     const deadline = Date.now() + timeoutMs;
     const tried = new Set<number>();
     let lastProblem = '';
+    // One id for every attempt of this call: the control plane's audit and log lines carry it.
+    const requestId = newRequestId('kfsd');
     for (let attempt = 0; ; attempt++) {
       const remaining = deadline - Date.now();
       if (remaining <= 0) break;
@@ -426,7 +429,7 @@ export class HttpControlClient implements ControlClient {
         const res = await send(this.transport, `${server}${path}`, {
           agent: this.agent,
           method,
-          headers: { authorization: `Bearer ${this.token}`, ...opts.headers },
+          headers: { authorization: `Bearer ${this.token}`, [REQUEST_ID_HEADER]: requestId, ...opts.headers },
           body: opts.body,
           signal: ac.signal,
         });
@@ -456,14 +459,16 @@ export class HttpControlClient implements ControlClient {
       if ((reply.status >= 200 && reply.status < 300) || reply.status === 304) return reply;
       const err = this.errorFor(reply, server);
       const unavailable = reply.status >= 500 && err.code === 'unavailable';
-      if (!unavailable || !retryable || (attempt >= maxAttempts && !several)) throw err;
+      if (!unavailable || !retryable || (attempt >= maxAttempts && !several)) {
+        throw unavailable ? new KnowledgeError('unavailable', `${err.message} (request ${requestId})`) : err;
+      }
       lastProblem = err.message;
       this.moveOn(used);
       if (attempt >= maxAttempts) break;
       if (!several || tried.has(this.current)) await this.backoff(attempt, deadline);
     }
     const where = several ? `control plane (replicas ${this.servers.join(', ')})` : `control plane at ${this.serverUrl}`;
-    throw new KnowledgeError('unavailable', `${where} unavailable: ${lastProblem || `no answer within ${timeoutMs} ms`}`);
+    throw new KnowledgeError('unavailable', `${where} unavailable: ${lastProblem || `no answer within ${timeoutMs} ms`} (request ${requestId})`);
   }
 
   private async backoff(attempt: number, deadline: number): Promise<void> {

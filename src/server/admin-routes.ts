@@ -9,6 +9,7 @@
 // for the audit log and its memberships are never consulted.
 
 import { KnowledgeError } from '../core/errors.js';
+import { escapeForLog } from '../core/escape-for-log.js';
 import type { SessionKind } from '../core/policy.js';
 import { isValidTeamId, teamScope } from '../core/scope.js';
 import type { CreateSessionRequest, CreateSessionResponse } from '../core/wire.js';
@@ -65,7 +66,7 @@ export async function createSessionRoute(ctx: RouteContext, body: Buffer): Promi
     creator: record.creator,
     ...(record.team !== undefined ? { team: record.team } : {}),
   };
-  ctx.options.log(`session ${record.id} created (${record.kind}, creator ${record.creator}${record.team !== undefined ? `, team ${record.team}` : ''})`);
+  ctx.options.log(`session ${record.id} created (${record.kind}, creator ${escapeForLog(record.creator)}${record.team !== undefined ? `, team ${record.team}` : ''}; request ${ctx.requestId ?? '-'})`);
   return jsonResponse(201, response);
 }
 
@@ -77,6 +78,6 @@ export async function revokeSessionRoute(ctx: RouteContext, rawId: string): Prom
     bad('invalid session id');
   }
   if (!(await ctx.sessions.revoke(id))) return errorResponse('not_found', `no such session: ${id}`);
-  ctx.options.log(`session ${id} revoked`);
+  ctx.options.log(`session ${escapeForLog(id)} revoked (request ${ctx.requestId ?? '-'})`);
   return empty(204);
 }

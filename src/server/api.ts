@@ -21,6 +21,8 @@ export interface ApiRequest {
   readonly body: Buffer;
   /** Aborted when the client goes away or the server shuts down. */
   readonly signal: AbortSignal;
+  /** The client's `x-request-id`, or one made up for it (echoed in the answer, written to audit and log lines). */
+  readonly requestId: string;
 }
 
 export interface ApiResponse {

@@ -25,6 +25,8 @@ export interface AuditRecord {
   /** The membership answer the decision rested on (or the error); null when none was needed. */
   readonly membership: MembershipAnswer | null;
   readonly result: 'allow' | 'deny';
+  /** The request the decision was made for (its `x-request-id`), null outside a request. */
+  readonly requestId: string | null;
 }
 
 export interface AuditSink {
@@ -38,6 +40,7 @@ export function toAuditRecord(
   session: { id: string; kind: string; creator: string; team?: string | undefined },
   action: AuditAction,
   decision: Decision,
+  requestId?: string,
 ): AuditRecord {
   return {
     time,
@@ -50,6 +53,7 @@ export function toAuditRecord(
     rule: decision.rule,
     membership: decision.membership ?? null,
     result: decision.allowed ? 'allow' : 'deny',
+    requestId: requestId ?? null,
   };
 }
 

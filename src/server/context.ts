@@ -29,6 +29,8 @@ export interface RouteContext {
   readonly exposition: MetricsExposition;
   /** Wakes plan long-polls on changes; caps them per session. */
   readonly wakeups: PlanWakeups;
+  /** The request being answered (the router sets it on its per-request copy); audit lines carry it. */
+  readonly requestId?: string;
 }
 
 export function identityOf(session: SessionRecord): SessionIdentity {
@@ -53,7 +55,7 @@ export function decider(ctx: RouteContext, session: SessionRecord, membership: M
 }
 
 export function audit(ctx: RouteContext, session: SessionRecord, action: AuditAction, decision: Decision): void {
-  ctx.audit.append(toAuditRecord(new Date(ctx.options.now()).toISOString(), session, action, decision));
+  ctx.audit.append(toAuditRecord(new Date(ctx.options.now()).toISOString(), session, action, decision, ctx.requestId));
   ctx.metrics.inc(CONTROL_PLANE_METRICS.decisions, { action, session_kind: session.kind, outcome: decisionOutcome(decision) });
 }
 

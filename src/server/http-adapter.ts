@@ -4,10 +4,12 @@
 // answers that must be identical are byte-identical), and aborts in-flight
 // long-polls when the client leaves or the server closes. Every answered
 // request is counted and timed by route template (core/metrics.ts), from
-// arrival to the last byte handed to the socket.
+// arrival to the last byte handed to the socket. Every answer carries the
+// request's `x-request-id` (core/request-id.ts).
 
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
+import { acceptRequestId, newRequestId, REQUEST_ID_HEADER } from '../core/request-id.js';
 import { CONTROL_PLANE_METRICS as M, httpRouteOf, NO_METRICS, statusClass, type MetricsRecorder } from '../core/metrics.js';
 import { errorResponse, type ApiRequest, type ApiResponse } from './api.js';
 import type { Handler } from './router.js';
@@ -112,6 +114,8 @@ export function createHttpServer(handler: Handler, options: HttpAdapterOptions, 
   return createServer(async (req, res) => {
     res.sendDate = false;
     meter(req, res, metrics);
+    const requestId = acceptRequestId(req.headers[REQUEST_ID_HEADER]) ?? newRequestId('kfs');
+    res.setHeader(REQUEST_ID_HEADER, requestId);
     const controller = new AbortController();
     const onShutdown = () => controller.abort();
     shutdown.addEventListener('abort', onShutdown, { once: true });
@@ -136,13 +140,14 @@ export function createHttpServer(handler: Handler, options: HttpAdapterOptions, 
         ifNoneMatch: req.headers['if-none-match'],
         body,
         signal: controller.signal,
+        requestId,
       };
       const isHead = apiRequest.method === 'HEAD';
       const response = await handler(isHead ? { ...apiRequest, method: 'GET' } : apiRequest);
       if (response.stream !== undefined && !isHead) await writeStream(res, response, response.stream, options.log, shutdown.aborted);
       else write(res, response, isHead, shutdown.aborted);
     } catch (err) {
-      options.log(`request failed: ${err instanceof Error ? err.message : String(err)}`);
+      options.log(`request ${requestId} failed: ${err instanceof Error ? err.message : String(err)}`);
       write(res, errorResponse('internal', 'internal error (logged by the control plane)'));
     }
   });

@@ -7,6 +7,7 @@
 
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { KnowledgeError, isKnowledgeError } from '../core/errors.js';
+import { escapeForLog } from '../core/escape-for-log.js';
 import { errorResponse, fromError, jsonResponse, type ApiRequest, type ApiResponse } from './api.js';
 import type { RouteContext } from './context.js';
 import { createSessionRoute, revokeSessionRoute } from './admin-routes.js';
@@ -48,7 +49,8 @@ export function createRouter(ctx: RouteContext): Handler {
     throw new KnowledgeError('unauthorized', 'missing, invalid or revoked session token (Authorization: Bearer <token>)');
   };
 
-  const route = async (req: ApiRequest): Promise<ApiResponse> => {
+  // `ctx` here is the request's own copy, carrying its id to the audit lines.
+  const route = async (req: ApiRequest, ctx: RouteContext): Promise<ApiResponse> => {
     const { method, rawPath } = req;
     if (rawPath === '/healthz' && method === 'GET') return jsonResponse(200, { ok: true });
     if (rawPath === '/metrics' && method === 'GET') {
@@ -86,10 +88,10 @@ export function createRouter(ctx: RouteContext): Handler {
 
   return async (req) => {
     try {
-      return await route(req);
+      return await route(req, { ...ctx, requestId: req.requestId });
     } catch (err) {
       if (isKnowledgeError(err)) return fromError(err);
-      ctx.options.log(`internal error on ${req.method} ${req.rawPath}: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+      ctx.options.log(`internal error on ${req.method} ${escapeForLog(req.rawPath)} (request ${req.requestId}): ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
       return errorResponse('internal', 'internal error (logged by the control plane)');
     }
   };
