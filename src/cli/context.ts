@@ -10,6 +10,8 @@ export interface CliContext {
   readonly cwd: string;
   /** Resolves when the command should stop (SIGINT/SIGTERM for long-running commands). */
   readonly stopSignal: () => Promise<string>;
+  /** Calls `handler` on each `signal` (e.g. SIGHUP) until the returned function is called. */
+  readonly onSignal?: (signal: NodeJS.Signals, handler: () => void) => () => void;
 }
 
 export function processContext(): CliContext {
@@ -19,6 +21,10 @@ export function processContext(): CliContext {
     stderr: process.stderr,
     env: process.env,
     cwd: process.cwd(),
+    onSignal: (signal, handler) => {
+      process.on(signal, handler);
+      return () => process.off(signal, handler);
+    },
     stopSignal: () =>
       new Promise((resolve) => {
         const onSignal = (signal: string) => {

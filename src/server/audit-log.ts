@@ -2,6 +2,11 @@
 // that explains it. The token never appears here (sessions are named by id).
 // Lines are appended through one stream in order; `flush()` resolves once
 // everything written so far reached the file.
+//
+// Rotation follows the logrotate convention: rename the file, then send the
+// control plane SIGHUP; `reopen()` opens the path anew (creating it, 0600) and
+// closes the old stream once what was written to it has reached the renamed
+// file. No line is lost or split between the two.
 
 import { createWriteStream, mkdirSync, type WriteStream } from 'node:fs';
 import { dirname } from 'node:path';
@@ -32,6 +37,8 @@ export interface AuditRecord {
 export interface AuditSink {
   append(record: AuditRecord): void;
   flush(): Promise<void>;
+  /** Opens the file again by its path (after a rotation renamed it); a sink without a file does nothing. */
+  reopen(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -59,13 +66,23 @@ export function toAuditRecord(
 
 export function fileAuditSink(file: string, log: (line: string) => void): AuditSink {
   mkdirSync(dirname(file), { recursive: true, mode: 0o700 });
-  const stream: WriteStream = createWriteStream(file, { flags: 'a', mode: 0o600 });
   let failed = false;
-  stream.on('error', (err) => {
-    if (!failed) log(`audit log ${file}: ${err.message}`);
-    failed = true;
-  });
+  const open = (): WriteStream => {
+    const s = createWriteStream(file, { flags: 'a', mode: 0o600 });
+    s.on('error', (err) => {
+      if (!failed) log(`audit log ${file}: ${err.message}`);
+      failed = true;
+    });
+    return s;
+  };
+  let stream = open();
   return {
+    reopen() {
+      const old = stream;
+      failed = false;
+      stream = open();
+      return new Promise((resolve) => old.end(() => resolve()));
+    },
     append(record) {
       stream.write(`${JSON.stringify(record)}\n`);
     },
@@ -87,6 +104,7 @@ export function memoryAuditSink(): AuditSink & { readonly records: AuditRecord[]
     records,
     append: (r) => void records.push(r),
     flush: async () => undefined,
+    reopen: async () => undefined,
     close: async () => undefined,
   };
 }

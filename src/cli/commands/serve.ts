@@ -145,6 +145,9 @@ ${STORE_ENVIRONMENT}`,
     .action(async (flags: ServeFlags) => {
       // Listen for SIGINT/SIGTERM from the start, so a signal during start-up still ends in a clean stop.
       const stopping = ctx.stopSignal();
+      // SIGHUP (logrotate's signal) reopens the audit log; until the control plane runs it is ignored, not fatal.
+      let reopen: () => void = () => undefined;
+      const stopHangup = ctx.onSignal?.('SIGHUP', () => reopen());
       if (flags.data === undefined && flags.store === undefined) throw new KnowledgeError('config', 'say where the packs are: --data DIR (a data directory) or --store s3://BUCKET/PREFIX (a publication)');
       if (flags.data !== undefined && flags.store !== undefined) throw new KnowledgeError('config', '--data and --store exclude each other: packs come from the data directory or from object storage');
       const dataDir = flags.data === undefined ? undefined : resolve(ctx.cwd, flags.data);
@@ -189,7 +192,12 @@ ${STORE_ENVIRONMENT}`,
       log(`serving ${what}: ${cp.store.scopes().length} scopes, ${files} files, ${await cp.sessions.describe()}; ${upkeep}`);
       if (cp.metricsUrl !== undefined) log(`metrics on ${cp.metricsUrl} (no token)`);
       ctx.stdout.write(`listening on ${cp.url}\n`);
+      reopen = () => {
+        log(`SIGHUP: reopening the audit log ${cp.options.auditLog}`);
+        void cp.audit.reopen();
+      };
       const signal = await stopping;
+      stopHangup?.();
       log(`${signal}: shutting down`);
       await cp.close();
       result.code = EXIT.ok;
