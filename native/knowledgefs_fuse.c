@@ -163,8 +163,9 @@ static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
   post(m);
 }
 
-static void ll_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi) {
-  message_t *m = message(OP_READ, req, ino);
+/* READ and READDIR: a handle, a size and an offset. */
+static void post_sized(int op, fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi) {
+  message_t *m = message(op, req, ino);
   if (m == NULL) return;
   m->fh = fi->fh;
   m->a = (double)size;
@@ -172,11 +173,20 @@ static void ll_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
   post(m);
 }
 
-static void ll_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
-  message_t *m = message(OP_RELEASE, req, ino);
+static void ll_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi) {
+  post_sized(OP_READ, req, ino, size, off, fi);
+}
+
+/* RELEASE and RELEASEDIR: a handle. */
+static void post_handle(int op, fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
+  message_t *m = message(op, req, ino);
   if (m == NULL) return;
   m->fh = fi->fh;
   post(m);
+}
+
+static void ll_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
+  post_handle(OP_RELEASE, req, ino, fi);
 }
 
 static void ll_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
@@ -186,19 +196,11 @@ static void ll_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 }
 
 static void ll_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi) {
-  message_t *m = message(OP_READDIR, req, ino);
-  if (m == NULL) return;
-  m->fh = fi->fh;
-  m->a = (double)size;
-  m->b = (double)off;
-  post(m);
+  post_sized(OP_READDIR, req, ino, size, off, fi);
 }
 
 static void ll_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
-  message_t *m = message(OP_RELEASEDIR, req, ino);
-  if (m == NULL) return;
-  m->fh = fi->fh;
-  post(m);
+  post_handle(OP_RELEASEDIR, req, ino, fi);
 }
 
 static void ll_statfs(fuse_req_t req, fuse_ino_t ino) {

@@ -76,7 +76,7 @@ export function sideTable(results) {
   }
   for (const s of results.scale ?? []) {
     if (s.error) { rows.push([`daemon at ${s.files} files`, `error: ${s.error}`]); continue; }
-    rows.push([`daemon at ${s.files} files, no content: ready (s), VmRSS at ready / 3 s later (MiB)`, `${fmtS(s.ready.median)}, ${s.rss.median?.toFixed(1)} / ${s.rssSettled?.median?.toFixed(1)}`]);
+    rows.push([`daemon at ${s.files} files, no content: ready (s), VmRSS at ready / 3 s later / after ls -lR (MiB)`, `${fmtS(s.ready.median)}, ${s.rss.median?.toFixed(1)} / ${s.rssSettled?.median?.toFixed(1)} / ${s.rssAfterLsR?.median?.toFixed(1)}`]);
     const b = s.readyBreakdown;
     if (b) rows.push([`  ready at ${s.files} files, split (ms): Node + modules / session + plan / tree / mount`, `${(s.ready.median - b.inProcessMs).toFixed(0)} / ${b.sessionPlanMs} / ${b.treeMs} / ${b.mountMs}`]);
   }

@@ -10,7 +10,7 @@
 import { join } from 'node:path';
 import { generateCorpus } from '../corpus.mjs';
 import { startServer, createSession, writeToken, startMount, stopMount, rssMiB, idleCpuMsPerS } from './knowledgefs.mjs';
-import { stop, log } from './proc.mjs';
+import { run, stop, log } from './proc.mjs';
 import { summarize, round3 } from './stats.mjs';
 
 /** Medians of the daemon's own start-up phases (null when it does not log them). */
@@ -32,6 +32,7 @@ export async function measureScale(files, { runs, work, runDir, main }) {
     const rss = [];
     const settled = [];
     const peak = [];
+    const listed = [];
     const parts = { inProcessMs: [], sessionPlanMs: [], treeMs: [], mountMs: [] };
     for (let i = 0; i < runs; i++) {
       const m = await startMount(server, tokenFile, runDir, { prefetch: 'off', timeoutMs: 600_000 });
@@ -44,15 +45,19 @@ export async function measureScale(files, { runs, work, runDir, main }) {
         const after = rssMiB(m.handle.pid);
         settled.push(after.rss);
         peak.push(after.hwm);
+        // Every entry looked up once: the kernel then holds a node id per file (the native binding keeps one record each).
+        const ls = await run(`ls -lR '${m.mnt}' > /dev/null`, { timeoutMs: 600_000 });
+        if (ls.code !== 0) throw new Error(`ls -lR failed: ${ls.stderr.slice(0, 200)}`);
+        listed.push(rssMiB(m.handle.pid).rss);
       } finally {
         await stopMount(m);
       }
     }
     const entry = {
       files: corpus.materialisedFiles, bytes: corpus.bytes,
-      ready: summarize(ready), readyBreakdown: breakdownSummary(parts), rss: summarize(rss), rssSettled: summarize(settled), rssPeak: summarize(peak), serverIdleCpuMsPerS,
+      ready: summarize(ready), readyBreakdown: breakdownSummary(parts), rss: summarize(rss), rssSettled: summarize(settled), rssPeak: summarize(peak), rssAfterLsR: summarize(listed), serverIdleCpuMsPerS,
     };
-    log(`scale ${entry.files}: ready ${(entry.ready.median / 1000).toFixed(3)} s; VmRSS ${entry.rss.median.toFixed(1)} MiB at ready, ${entry.rssSettled.median.toFixed(1)} MiB 3 s later, peak ${entry.rssPeak.median.toFixed(1)} MiB; control plane idle CPU ${serverIdleCpuMsPerS.toFixed(0)} ms/s`);
+    log(`scale ${entry.files}: ready ${(entry.ready.median / 1000).toFixed(3)} s; VmRSS ${entry.rss.median.toFixed(1)} MiB at ready, ${entry.rssSettled.median.toFixed(1)} MiB 3 s later, peak ${entry.rssPeak.median.toFixed(1)} MiB, after ls -lR ${entry.rssAfterLsR.median.toFixed(1)} MiB; control plane idle CPU ${serverIdleCpuMsPerS.toFixed(0)} ms/s`);
     return entry;
   } finally {
     await stop(server.handle);

@@ -5,8 +5,8 @@
 // Node ids are the tree's inode numbers (tree.ts): a file's id names one
 // version of its content, a directory's id lasts while its path stays a
 // directory. So:
-// - entries and attributes are cached by the kernel for --attr-timeout
-//   (default 1 h) and dropped on every tree swap for exactly what changed
+// - entries and attributes are cached by the kernel for an hour
+//   (NATIVE_CACHE_SEC) and dropped on every tree swap for exactly what changed
 //   (tree-changes.ts → notify_inval_entry / notify_inval_inode);
 // - `open` answers keep_cache: the kernel keeps a file's pages across opens,
 //   and a new version is a new inode with no pages yet;
@@ -181,11 +181,6 @@ export class NativeFuseSession implements FuseMount {
     const changes = treeChanges(before, after);
     for (const e of changes.entries) if (e.parentIno === ROOT_INO || this.known.has(e.parentIno)) this.native.invalEntry(e.parentIno, e.name);
     for (const ino of changes.dirs) if (this.known.has(ino) || ino === ROOT_INO) this.native.invalInode(ino);
-  }
-
-  /** Inodes the kernel holds (for tests and status). */
-  knownInodes(): number {
-    return this.known.size;
   }
 
   unmount(): Promise<void> {
