@@ -141,6 +141,8 @@ describe.concurrent('usage errors: one clear line, exit 2', () => {
     { what: 'read --limit', args: ['read', 'knowledge/account/DUTY.md', '--limit', '0'], mentions: /--limit/ },
     { what: 'serve --metrics-listen', args: ['serve', '--data', tmp, '--metrics-listen', 'anywhere'], mentions: /--metrics-listen.*anywhere/ },
     { what: 'mount --metrics-listen', args: ['mount', join(tmp, 'k8'), '--server', 'http://127.0.0.1:9', '--metrics-listen', '9464'], mentions: /--metrics-listen.*9464/ },
+    { what: 'serve --log-format', args: ['serve', '--data', tmp, '--log-format', 'yaml'], mentions: /--log-format.*yaml/ },
+    { what: 'mount --log-format', args: ['mount', join(tmp, 'k9'), '--server', 'http://127.0.0.1:9', '--log-format', 'xml'], mentions: /--log-format.*xml/ },
     { what: 'explain --threshold', args: ['explain', '--server', 'http://127.0.0.1:9', '--session', 's_x', '--threshold', 'huge'], mentions: /--threshold.*huge/ },
     { what: 'doctor --timeout', args: ['doctor', '--timeout', 'soon'], mentions: /--timeout.*soon/ },
   ];

@@ -12,6 +12,7 @@
 // Nothing here touches the mount point after mounting (that would deadlock
 // the FUSE loop running on this same event loop).
 
+import type { Log } from '../core/log-line.js';
 import { DAEMON_METRICS as D } from '../core/metrics.js';
 import type { Plan } from '../core/plan.js';
 import { Tree, type TreeOptions } from '../core/tree.js';
@@ -39,7 +40,7 @@ export interface MountDaemonIo {
   /** stdout: only the "mounted …" line goes here. */
   readonly out: (line: string) => void;
   /** stderr: progress and problems. */
-  readonly log: (line: string) => void;
+  readonly log: Log;
   /** Injected in tests to wrap the real client with faults. */
   readonly client?: ControlClient;
 }

@@ -66,7 +66,7 @@ export async function createSessionRoute(ctx: RouteContext, body: Buffer): Promi
     creator: record.creator,
     ...(record.team !== undefined ? { team: record.team } : {}),
   };
-  ctx.options.log(`session ${record.id} created (${record.kind}, creator ${escapeForLog(record.creator)}${record.team !== undefined ? `, team ${record.team}` : ''}; request ${ctx.requestId ?? '-'})`);
+  ctx.options.log(`session ${record.id} created (${record.kind}, creator ${escapeForLog(record.creator)}${record.team !== undefined ? `, team ${record.team}` : ''}; request ${ctx.requestId ?? '-'})`, { session: record.id, requestId: ctx.requestId });
   return jsonResponse(201, response);
 }
 
@@ -78,6 +78,6 @@ export async function revokeSessionRoute(ctx: RouteContext, rawId: string): Prom
     bad('invalid session id');
   }
   if (!(await ctx.sessions.revoke(id))) return errorResponse('not_found', `no such session: ${id}`);
-  ctx.options.log(`session ${escapeForLog(id)} revoked (request ${ctx.requestId ?? '-'})`);
+  ctx.options.log(`session ${escapeForLog(id)} revoked (request ${ctx.requestId ?? '-'})`, { session: id, requestId: ctx.requestId });
   return empty(204);
 }

@@ -9,6 +9,7 @@
 
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
+import type { Log } from '../core/log-line.js';
 import { acceptRequestId, newRequestId, REQUEST_ID_HEADER } from '../core/request-id.js';
 import { CONTROL_PLANE_METRICS as M, httpRouteOf, NO_METRICS, statusClass, type MetricsRecorder } from '../core/metrics.js';
 import { errorResponse, type ApiRequest, type ApiResponse } from './api.js';
@@ -16,7 +17,7 @@ import type { Handler } from './router.js';
 
 export interface HttpAdapterOptions {
   readonly maxBodyBytes: number;
-  readonly log: (line: string) => void;
+  readonly log: Log;
   readonly metrics?: MetricsRecorder;
 }
 
@@ -147,7 +148,7 @@ export function createHttpServer(handler: Handler, options: HttpAdapterOptions, 
       if (response.stream !== undefined && !isHead) await writeStream(res, response, response.stream, options.log, shutdown.aborted);
       else write(res, response, isHead, shutdown.aborted);
     } catch (err) {
-      options.log(`request ${requestId} failed: ${err instanceof Error ? err.message : String(err)}`);
+      options.log(`request ${requestId} failed: ${err instanceof Error ? err.message : String(err)}`, { level: 'error', requestId });
       write(res, errorResponse('internal', 'internal error (logged by the control plane)'));
     }
   });

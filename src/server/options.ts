@@ -4,6 +4,7 @@
 
 import { join } from 'node:path';
 import { KnowledgeError } from '../core/errors.js';
+import type { Log } from '../core/log-line.js';
 import { resolveS3Config, type S3Config } from '../store/store-config.js';
 
 export interface ControlPlaneOptions {
@@ -67,7 +68,7 @@ export interface ControlPlaneOptions {
   /** Plan long-polls one session may hold at once; more are answered 429. Default 4. */
   readonly maxLongPollsPerSession?: number;
   /** Where log lines go. Default stderr. */
-  readonly log?: (line: string) => void;
+  readonly log?: Log;
   /** Clock for audit times and the reminder's date. Default Date.now. */
   readonly now?: () => number;
 }
@@ -95,7 +96,7 @@ export interface ResolvedOptions {
   readonly maxWaitMs: number;
   readonly membershipRecheckMs: number;
   readonly maxLongPollsPerSession: number;
-  readonly log: (line: string) => void;
+  readonly log: Log;
   readonly now: () => number;
 }
 

@@ -91,7 +91,7 @@ export function createRouter(ctx: RouteContext): Handler {
       return await route(req, { ...ctx, requestId: req.requestId });
     } catch (err) {
       if (isKnowledgeError(err)) return fromError(err);
-      ctx.options.log(`internal error on ${req.method} ${escapeForLog(req.rawPath)} (request ${req.requestId}): ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+      ctx.options.log(`internal error on ${req.method} ${escapeForLog(req.rawPath)} (request ${req.requestId}): ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`, { level: 'error', requestId: req.requestId });
       return errorResponse('internal', 'internal error (logged by the control plane)');
     }
   };

@@ -13,6 +13,8 @@ import { resolve } from 'node:path';
 import { tmpdir } from 'node:os';
 import { KnowledgeError } from '../../core/errors.js';
 import { parseListenAddress } from '../../core/listen-address.js';
+import type { LogFormat } from '../../core/log-line.js';
+import { addLogOptions, startLogging } from '../log-sink.js';
 import { defaultSocketPath } from '../../core/socket-path.js';
 import { parseDuration, parseSize, formatDurationFlag, formatSizeFlag } from '../../core/units.js';
 import { keepYoungGenerationSmall } from '../../daemon/heap.js';
@@ -43,6 +45,8 @@ interface MountFlags {
   allowOther?: boolean;
   metricsListen?: string;
   fuseBinding?: FuseBindingChoice;
+  logFormat: LogFormat;
+  logFile?: string;
 }
 
 /** --fuse-binding, else $KNOWLEDGEFS_FUSE_BINDING, else auto. */
@@ -69,7 +73,7 @@ export async function resolveToken(flags: Pick<MountFlags, 'tokenFile'>, ctx: Pi
 
 export function registerMount(program: Command, ctx: CliContext, result: CommandResult): void {
   const d = MOUNT_DEFAULTS;
-  program
+  const command = program
     .command('mount')
     .description('Mount knowledge/ for one session (FUSE, foreground): only what the session may load, read-only.')
     .argument('<mountpoint>', 'directory to mount on (created when missing); name it knowledge')
@@ -89,7 +93,8 @@ export function registerMount(program: Command, ctx: CliContext, result: Command
     .addOption(
       new Option('--fuse-binding <binding>', `FUSE binding: native (libfuse 3 addon, long kernel caches told of every change), fuse-native (libfuse 2, 1 s caches), auto = native when its addon loads (default ${DEFAULT_FUSE_BINDING}, or $${FUSE_BINDING_ENV})`)
         .choices(FUSE_BINDINGS),
-    )
+    );
+  addLogOptions(command)
     .addHelpText(
       'after',
       `
@@ -105,7 +110,8 @@ Examples:
       const metricsListen = flags.metricsListen === undefined ? undefined : parseListenAddress(flags.metricsListen, '--metrics-listen');
       const token = await resolveToken(flags, ctx);
       keepYoungGenerationSmall(process.execArgv, process.env.NODE_OPTIONS);
-      const log = (line: string) => ctx.stderr.write(`${line}\n`);
+      const logging = startLogging(flags, 'mount', ctx);
+      const { log } = logging;
       const stop = ctx.stopSignal().then((signal) => {
         armStopDeadline(signal, log);
         return signal;
@@ -133,7 +139,7 @@ Examples:
           log,
         },
         stop,
-      );
+      ).finally(() => logging.close());
       result.code = EXIT.ok;
     });
 }

@@ -23,6 +23,8 @@ import { mkdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { KnowledgeError } from '../../core/errors.js';
 import { parseListenAddress } from '../../core/listen-address.js';
+import type { Log, LogFormat } from '../../core/log-line.js';
+import { addLogOptions, startLogging } from '../log-sink.js';
 import { parseDuration, parseSize, formatDurationFlag, formatSizeFlag } from '../../core/units.js';
 import { serveControlPlane } from '../../server/control-plane.js';
 import { DEFAULTS, internalDir, isStateUrl } from '../../server/options.js';
@@ -54,9 +56,11 @@ interface ServeFlags extends StoreFlags {
   scanInterval: number;
   maxFileSize: number;
   metricsListen?: string;
+  logFormat: LogFormat;
+  logFile?: string;
 }
 
-async function resolveAdminToken(flags: ServeFlags, dataDir: string | undefined, ctx: CliContext): Promise<string> {
+async function resolveAdminToken(flags: ServeFlags, dataDir: string | undefined, ctx: CliContext, log: Log): Promise<string> {
   if (flags.adminTokenFile !== undefined) return readTokenFile(resolve(ctx.cwd, flags.adminTokenFile), '--admin-token-file');
   const fromEnv = ctx.env[ADMIN_TOKEN_ENV];
   if (fromEnv !== undefined && fromEnv.trim() !== '') return fromEnv.trim();
@@ -73,7 +77,7 @@ async function resolveAdminToken(flags: ServeFlags, dataDir: string | undefined,
     await mkdir(internalDir(dataDir), { recursive: true, mode: 0o700 });
     await writeFile(file, `${token}\n`, { mode: 0o600 });
   }
-  ctx.stderr.write(`admin token: ${file}\n`);
+  log(`admin token: ${file}`);
   return token;
 }
 
@@ -123,6 +127,7 @@ export function registerServe(program: Command, ctx: CliContext, result: Command
     .addOption(parsedOption('--scan-interval <duration>', "pause between full rescans with --watch off or a failed watch (at least twice the last scan's duration)", parseDuration, DEFAULTS.scanIntervalMs, formatDurationFlag(DEFAULTS.scanIntervalMs)))
     .option('--metrics-listen <host:port>', 'also serve GET /metrics without a token on this address (default: only GET /metrics on --listen, with the admin token)')
     .addOption(parsedOption('--max-file-size <size>', 'files larger than this are skipped with a log line', parseSize, DEFAULTS.maxFileSize, formatSizeFlag(DEFAULTS.maxFileSize)));
+  addLogOptions(command);
   addS3Options(command, DEFAULTS.s3TimeoutMs, "with --store: longest one object-store request may take (keep it below the mounts' --request-timeout)")
     .addOption(parsedOption('--publication-poll <duration>', 'with --store: how often to look for a new publication (one conditional GET)', parseDuration, DEFAULTS.publicationPollMs, formatDurationFlag(DEFAULTS.publicationPollMs)))
     .addOption(parsedOption('--blob-cache <size>', 'with --store: file bytes kept in memory', parseSize, DEFAULTS.blobCacheBytes, formatSizeFlag(DEFAULTS.blobCacheBytes)))
@@ -136,6 +141,7 @@ Examples:
   knowledgefs serve --data /srv/knowledge --listen 0.0.0.0:7420 --admin-token-file /run/secrets/kfs-admin
   knowledgefs serve --data /srv/knowledge --membership-url http://people.internal:8080 --membership-timeout 1s
   knowledgefs serve --data /srv/knowledge --metrics-listen 127.0.0.1:9464   # Prometheus scrapes here, no token
+  knowledgefs serve --data /srv/knowledge --log-format json --log-file /var/log/knowledgefs/serve.log
   KNOWLEDGEFS_STATE_URL=postgres://kfs:secret@db.internal/knowledgefs knowledgefs serve --data /srv/knowledge --listen 0.0.0.0:7420
   knowledgefs serve --store s3://knowledge-prod/kfs --s3-endpoint http://minio:9000 --state postgres://kfs@db/kfs \\
       --audit-log /var/log/kfs/audit.log --admin-token-file /run/secrets/kfs-admin
@@ -145,6 +151,9 @@ ${STORE_ENVIRONMENT}`,
     .action(async (flags: ServeFlags) => {
       // Listen for SIGINT/SIGTERM from the start, so a signal during start-up still ends in a clean stop.
       const stopping = ctx.stopSignal();
+      // Registered first, so on SIGHUP the log file is reopened before the audit log's line is written.
+      const logging = startLogging(flags, 'serve', ctx);
+      const { log } = logging;
       // SIGHUP (logrotate's signal) reopens the audit log; until the control plane runs it is ignored, not fatal.
       let reopen: () => void = () => undefined;
       const stopHangup = ctx.onSignal?.('SIGHUP', () => reopen());
@@ -158,8 +167,7 @@ ${STORE_ENVIRONMENT}`,
       if (dataDir !== undefined && !(await stat(dataDir).then((s) => s.isDirectory(), () => false))) {
         throw new KnowledgeError('config', `--data ${dataDir}: not a directory (it needs directory.json, account/ and teams/<id>/)`);
       }
-      const adminToken = await resolveAdminToken(flags, dataDir, ctx);
-      const log = (line: string) => ctx.stderr.write(`${line}\n`);
+      const adminToken = await resolveAdminToken(flags, dataDir, ctx, log);
       const cp = await serveControlPlane({
         ...(dataDir !== undefined ? { dataDir } : {}),
         store: flags.store,
@@ -200,6 +208,7 @@ ${STORE_ENVIRONMENT}`,
       stopHangup?.();
       log(`${signal}: shutting down`);
       await cp.close();
+      logging.close();
       result.code = EXIT.ok;
     });
 }
