@@ -104,10 +104,10 @@ describe('serve --log-format json --log-file', () => {
     const created = await createSession();
     // A runner request that fails to authenticate, with the token in the header the server saw.
     await fetch(`${cp.url}/v1/plan`, { headers: { authorization: `Bearer ${created.token}x` } });
-    const lines = await waitFor(async () => {
+    const lines: JsonLine[] = await waitFor(async () => {
       const l = parseLines(await readFile(file, 'utf8'), 'serve');
       return l.some((x) => x.session === created.sessionId) ? l : undefined;
-    });
+    }).then((l) => l ?? []);
     expect(lines[0]?.message).toMatch(/^serving /);
     const line = lines.find((x) => x.session === created.sessionId);
     expect(line).toMatchObject({ level: 'info', requestId: created.requestId });
