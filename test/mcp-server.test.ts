@@ -319,4 +319,17 @@ describe('knowledgefs mcp over raw stdio', () => {
     expect(byId.get(5)?.error).toMatchObject({ code: -32601 });
     expect(stderr).toContain('knowledgefs mcp: stdin closed, stopped');
   });
+
+  it('ends with exit 5 and says why when a message is over the 10 MiB line limit', async () => {
+    const child = spawn(process.execPath, [BIN, 'mcp', '--socket', daemon.socketPath], { env: { PATH: process.env.PATH ?? '' }, stdio: ['pipe', 'pipe', 'pipe'] });
+    let stderr = '';
+    child.stderr.setEncoding('utf8').on('data', (d: string) => { stderr += d; });
+    child.stdout.resume();
+    child.stdin.on('error', () => undefined); // the server may stop reading before the write ends
+    child.stdin.write('x'.repeat(11 * 1024 * 1024));
+    const code = await new Promise<number | null>((r) => child.once('exit', (c) => r(c)));
+    expect(code).toBe(5);
+    expect(stderr).toMatch(/ReadBuffer exceeded maximum size/);
+    expect(stderr).toContain('knowledgefs mcp: connection lost, stopped');
+  });
 });

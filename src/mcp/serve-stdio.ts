@@ -5,7 +5,8 @@
 //
 // A client may write its requests and close stdin at once (`printf … |
 // knowledgefs mcp`): requests already received are answered before the
-// server closes, within `drainMs`.
+// server closes, within `drainMs`. A message over the SDK's 10 MiB line limit
+// makes the transport give up; the session then ends as `connection lost`.
 
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
@@ -21,16 +22,21 @@ type Id = string | number;
 const requestId = (m: JSONRPCMessage): Id | undefined => ('method' in m && 'id' in m ? m.id : undefined);
 const responseId = (m: JSONRPCMessage): Id | undefined => (!('method' in m) && 'id' in m ? (m.id as Id) : undefined);
 
-/** Resolves with what ended the session: `stdin closed`, `stdout closed` or the signal's name. */
+/** What ended a session: the client went away (stdin or stdout closed), a stop signal (its name), or the transport gave up. */
+export type StdioEnd = 'stdin closed' | 'stdout closed' | 'connection lost' | string;
+
+/** Resolves with what ended the session. */
 export async function serveOverStdio(
   server: McpServer,
   streams: StdioStreams,
   stop: Promise<string>,
   log: (line: string) => void,
   drainMs = 65_000,
-): Promise<string> {
+): Promise<StdioEnd> {
   const { stdin, stdout } = streams;
-  const ended = new Promise<string>((resolve) => {
+  let closing = false;
+  const ended = new Promise<StdioEnd>((resolve) => {
+    server.server.onclose = () => { if (!closing) resolve('connection lost'); };
     stdin.once('end', () => resolve('stdin closed'));
     stdin.once('close', () => resolve('stdin closed'));
     stdout.once('error', (err: NodeJS.ErrnoException) => {
@@ -68,6 +74,7 @@ export async function serveOverStdio(
     ]);
     clearTimeout(timer);
   }
+  closing = true;
   await server.close().catch(() => undefined);
   stdin.pause();
   return why;

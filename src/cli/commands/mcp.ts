@@ -61,6 +61,7 @@ Examples:
       const why = await serveOverStdio(server, { stdin: ctx.stdin ?? process.stdin, stdout: ctx.stdout }, ctx.stopSignal(), log);
       client.close();
       log(`${why}, stopped`);
-      result.code = EXIT.ok;
+      // The client going away (or a stop signal) is the normal end; a transport that gave up is not.
+      result.code = why === 'connection lost' ? EXIT.failure : EXIT.ok;
     });
 }
