@@ -1,22 +1,102 @@
-// docs/SEMANTICS.md backs every claim with a test name: this keeps those
-// names pointing at tests that exist, so the doc can't silently drift.
+// docs/SEMANTICS.md backs every claim with a test name. This keeps those
+// names pointing at tests that exist, and checks that the named tests check
+// the claim: every row has a deliberate breakage in
+// scripts/mutations/breakages.json (or a reason it has none), run only
+// against tests that row names. `npm run test:mutations` then shows each
+// breakage is caught by them.
 
 import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { expect, it } from 'vitest';
+import { basename, join } from 'node:path';
+import { describe, expect, it } from 'vitest';
 import { REPO_ROOT } from './helpers/mount.js';
 
-it('every test named in docs/SEMANTICS.md exists', () => {
-  const doc = readFileSync(join(REPO_ROOT, 'docs', 'SEMANTICS.md'), 'utf8');
-  const named: Array<[string, string]> = [];
-  for (const cell of doc.matchAll(/`([a-z0-9-]+\.test\.ts) › ([^`]+)`((?:, `› [^`]+`)*)/g)) {
-    named.push([cell[1]!, cell[2]!]);
-    for (const more of (cell[3] ?? '').matchAll(/`› ([^`]+)`/g)) named.push([cell[1]!, more[1]!]);
+interface NamedTest {
+  readonly file: string;
+  readonly name: string;
+}
+
+interface Row {
+  readonly behaviour: string;
+  readonly tests: readonly NamedTest[];
+}
+
+interface Breakage {
+  readonly id: string;
+  readonly claim?: string;
+  readonly tests: readonly { readonly file: string; readonly name: string }[];
+}
+
+const doc = readFileSync(join(REPO_ROOT, 'docs', 'SEMANTICS.md'), 'utf8');
+const list = JSON.parse(readFileSync(join(REPO_ROOT, 'scripts', 'mutations', 'breakages.json'), 'utf8')) as {
+  breakages: Breakage[];
+  uncovered: Record<string, string>;
+};
+
+/** `file › name`, `› name` cells, as the doc writes them. */
+function namedTests(cell: string): NamedTest[] {
+  const named: NamedTest[] = [];
+  for (const group of cell.matchAll(/`([a-z0-9-]+\.test\.ts) › ([^`]+)`((?:, `› [^`]+`)*)/g)) {
+    named.push({ file: group[1]!, name: group[2]! });
+    for (const more of (group[3] ?? '').matchAll(/`› ([^`]+)`/g)) named.push({ file: group[1]!, name: more[1]! });
   }
-  expect(named.length).toBeGreaterThan(20);
-  const missing = named.filter(([file, name]) => {
-    const source = readFileSync(join(REPO_ROOT, 'test', file), 'utf8').replace(/\\'/g, "'");
-    return !source.includes(name);
+  return named;
+}
+
+/** The table rows whose last cell names tests. */
+function rows(): Row[] {
+  const out: Row[] = [];
+  for (const line of doc.split('\n')) {
+    if (!line.startsWith('| ') || !line.endsWith(' |')) continue;
+    const inner = line.slice(2, -2);
+    const split = inner.lastIndexOf(' | ');
+    if (split < 0) continue;
+    const tests = namedTests(inner.slice(split + 3));
+    if (tests.length > 0) out.push({ behaviour: inner.slice(0, split), tests });
+  }
+  return out;
+}
+
+describe('docs/SEMANTICS.md', () => {
+  it('every test named in docs/SEMANTICS.md exists', () => {
+    const named = rows().flatMap((r) => r.tests);
+    expect(named.length).toBeGreaterThan(20);
+    const missing = named.filter(({ file, name }) => {
+      const source = readFileSync(join(REPO_ROOT, 'test', file), 'utf8').replace(/\\'/g, "'");
+      return !source.includes(name);
+    });
+    expect(missing).toEqual([]);
   });
-  expect(missing).toEqual([]);
+
+  it('every row has a deliberate breakage that only the tests it names are run against (or a stated reason why not)', () => {
+    const table = rows();
+    expect(table.length).toBeGreaterThan(20);
+    const problems: string[] = [];
+    const covered = new Set<Row>();
+    for (const b of list.breakages) {
+      if (b.claim === undefined) continue;
+      const matches = table.filter((r) => r.behaviour.includes(b.claim!));
+      if (matches.length !== 1) {
+        problems.push(`${b.id}: its claim matches ${matches.length} rows: ${b.claim}`);
+        continue;
+      }
+      const row = matches[0]!;
+      covered.add(row);
+      for (const t of b.tests) {
+        if (!row.tests.some((n) => n.file === basename(t.file) && n.name === t.name)) {
+          problems.push(`${b.id}: runs "${t.name}", which the row "${b.claim}" does not name`);
+        }
+      }
+    }
+    for (const row of table) {
+      if (covered.has(row)) continue;
+      const reason = Object.entries(list.uncovered).find(([start]) => row.behaviour.includes(start));
+      if (reason === undefined) problems.push(`no breakage and no reason for the row: ${row.behaviour.slice(0, 90)}`);
+    }
+    for (const start of Object.keys(list.uncovered)) {
+      const row = table.find((r) => r.behaviour.includes(start));
+      if (row === undefined) problems.push(`uncovered names no row: ${start}`);
+      else if (covered.has(row)) problems.push(`uncovered names a row that has a breakage: ${start}`);
+    }
+    expect(problems).toEqual([]);
+  });
 });

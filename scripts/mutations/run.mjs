@@ -1,0 +1,218 @@
+#!/usr/bin/env node
+// `npm run test:mutations`: do the tests notice when the code breaks?
+//
+// Every breakage in breakages.json is one small edit of one source file
+// (find → replace). The repository (without .git, node_modules, dist) is
+// copied to a temporary directory and built once there; then, one breakage
+// at a time, the edit is applied to the copy's source, the edited file alone
+// is transpiled into the copy's dist/ (the spawned CLI runs from dist/), the
+// tests the breakage names are run (vitest -t, nothing else), and the edit is
+// undone. A breakage is caught when those tests fail. The run passes only if
+// every breakage is caught, after the same tests passed on the unbroken copy
+// (a baseline that fails would make every breakage look caught).
+//
+// The working tree is never written to. Options:
+//   --only id,id   run these breakages only
+//   --list         print the breakages and exit
+//   --keep         keep the temporary copy (its path is printed)
+//   --verbose      print the end of each run's test output
+//
+// A list entry whose `find` text is not in its file exactly once is an error:
+// the list must follow the code.
+
+import { spawn } from 'node:child_process';
+import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { dirname, join, relative, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
+const LIST = join(ROOT, 'scripts', 'mutations', 'breakages.json');
+/** One breakage's tests, FUSE mounts included, never need longer on a busy machine. */
+const RUN_TIMEOUT_MS = 240_000;
+const SKIP = new Set(['.git', 'node_modules', 'dist', 'coverage']);
+
+function parseArgs(argv) {
+  const opts = { only: undefined, list: false, keep: false, verbose: false };
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    if (a === '--only') opts.only = new Set((argv[++i] ?? '').split(',').filter(Boolean));
+    else if (a === '--list') opts.list = true;
+    else if (a === '--keep') opts.keep = true;
+    else if (a === '--verbose') opts.verbose = true;
+    else throw new Error(`unknown argument ${a} (use --only id,id, --list, --keep, --verbose)`);
+  }
+  return opts;
+}
+
+function occurrences(text, part) {
+  let n = 0;
+  for (let at = text.indexOf(part); at >= 0; at = text.indexOf(part, at + 1)) n++;
+  return n;
+}
+
+/** Checks every entry against the code and the tests; returns the problems. */
+function validate(breakages) {
+  const problems = [];
+  const ids = new Set();
+  for (const b of breakages) {
+    if (ids.has(b.id)) problems.push(`${b.id}: duplicate id`);
+    ids.add(b.id);
+    const file = join(ROOT, b.file);
+    if (!existsSync(file)) {
+      problems.push(`${b.id}: ${b.file} does not exist`);
+      continue;
+    }
+    const n = occurrences(readFileSync(file, 'utf8'), b.find);
+    if (n !== 1) problems.push(`${b.id}: the text to replace occurs ${n} times in ${b.file} (must be exactly once)`);
+    if (!Array.isArray(b.tests) || b.tests.length === 0) problems.push(`${b.id}: names no tests`);
+    for (const t of b.tests ?? []) {
+      const testFile = join(ROOT, t.file);
+      if (!existsSync(testFile)) problems.push(`${b.id}: ${t.file} does not exist`);
+      else if (!readFileSync(testFile, 'utf8').replace(/\\'/g, "'").includes(t.name)) problems.push(`${b.id}: no test "${t.name}" in ${t.file}`);
+    }
+  }
+  return problems;
+}
+
+const escapeRegex = (s) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+
+/** vitest on `tests` in `dir`; resolves with the exit code (null on timeout) and the output. */
+function runTests(dir, tests) {
+  const files = [...new Set(tests.map((t) => t.file))];
+  const pattern = [...new Set(tests.map((t) => escapeRegex(t.name)))].join('|');
+  const vitest = join(dir, 'node_modules', 'vitest', 'vitest.mjs');
+  return new Promise((done) => {
+    const child = spawn(process.execPath, [vitest, 'run', ...files, '-t', pattern], {
+      cwd: dir,
+      env: { ...process.env, CI: process.env.CI ?? '', FORCE_COLOR: '0' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+      detached: true,
+    });
+    let out = '';
+    child.stdout.on('data', (c) => (out += c));
+    child.stderr.on('data', (c) => (out += c));
+    const timer = setTimeout(() => {
+      try {
+        process.kill(-child.pid, 'SIGKILL');
+      } catch {
+        // already gone
+      }
+    }, RUN_TIMEOUT_MS);
+    child.on('close', (code, signal) => {
+      clearTimeout(timer);
+      done({ code: signal === 'SIGKILL' ? null : code, out });
+    });
+  });
+}
+
+function compilerOptions(ts, dir) {
+  const configPath = join(dir, 'tsconfig.build.json');
+  const config = ts.readConfigFile(configPath, ts.sys.readFile);
+  if (config.error) throw new Error(ts.flattenDiagnosticMessageText(config.error.messageText, '\n'));
+  const options = ts.parseJsonConfigFileContent(config.config, ts.sys, dir).options;
+  // One file alone cannot tell NodeNext it is ESM (that needs package.json); the build emits ESM.
+  return { ...options, module: ts.ModuleKind.ES2022, sourceMap: false };
+}
+
+/** Writes `source` (the copy's src/<file>) transpiled to the copy's dist/. */
+function emit(ts, options, dir, file, source) {
+  const out = ts.transpileModule(source, { compilerOptions: options, fileName: join(dir, file) });
+  const target = join(dir, 'dist', relative('src', file)).replace(/\.ts$/, '.js');
+  writeFileSync(target, out.outputText);
+}
+
+function tail(text, lines = 40) {
+  return text.trimEnd().split('\n').slice(-lines).join('\n');
+}
+
+async function main() {
+  const opts = parseArgs(process.argv.slice(2));
+  const { breakages } = JSON.parse(readFileSync(LIST, 'utf8'));
+  const chosen = opts.only === undefined ? breakages : breakages.filter((b) => opts.only.has(b.id));
+  if (opts.only !== undefined && chosen.length !== opts.only.size) {
+    throw new Error(`unknown breakage id in --only; known: ${breakages.map((b) => b.id).join(', ')}`);
+  }
+  if (opts.list) {
+    for (const b of chosen) process.stdout.write(`${b.id}\t${b.file}\t${b.tests.map((t) => `${t.file} › ${t.name}`).join('; ')}\n`);
+    return 0;
+  }
+  const problems = validate(chosen);
+  if (problems.length > 0) {
+    process.stderr.write(`test:mutations: the list does not match the code:\n  ${problems.join('\n  ')}\n`);
+    return 1;
+  }
+
+  const started = Date.now();
+  const dir = mkdtempSync(join(tmpdir(), 'kfs-mutations-'));
+  const cleanup = () => {
+    if (!opts.keep) rmSync(dir, { recursive: true, force: true });
+  };
+  process.on('SIGINT', () => {
+    cleanup();
+    process.exit(130);
+  });
+  try {
+    process.stdout.write(`test:mutations: copying the repository to ${dir} and building it\n`);
+    cpSync(ROOT, dir, { recursive: true, filter: (src) => !SKIP.has(relative(ROOT, src).split('/')[0]) || src === ROOT });
+    symlinkSync(join(ROOT, 'node_modules'), join(dir, 'node_modules'), 'dir');
+    const require = createRequire(join(ROOT, 'package.json'));
+    const ts = require('typescript');
+    const build = await new Promise((done) => {
+      const child = spawn(process.execPath, [join(dir, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.build.json'], { cwd: dir, stdio: 'inherit' });
+      child.on('close', done);
+    });
+    if (build !== 0) throw new Error('the build of the unbroken copy failed');
+    const options = compilerOptions(ts, dir);
+    // The baseline runs on the single-file transpiles the breakages will use, so a transpile that differs from tsc's build shows there, not as a false "caught".
+    for (const file of new Set(chosen.map((b) => b.file))) emit(ts, options, dir, file, readFileSync(join(dir, file), 'utf8'));
+
+    const allTests = chosen.flatMap((b) => b.tests);
+    process.stdout.write(`test:mutations: baseline (${new Set(allTests.map((t) => `${t.file} › ${t.name}`)).size} tests on the unbroken copy)\n`);
+    const baseline = await runTests(dir, allTests);
+    if (baseline.code !== 0) {
+      process.stderr.write(`${tail(baseline.out, 80)}\ntest:mutations: the named tests fail on the unbroken code; fix that first\n`);
+      return 1;
+    }
+
+    const survived = [];
+    for (const [i, b] of chosen.entries()) {
+      const path = join(dir, b.file);
+      const original = readFileSync(path, 'utf8');
+      const broken = original.replace(b.find, () => b.replace);
+      writeFileSync(path, broken);
+      emit(ts, options, dir, b.file, broken);
+      const t0 = Date.now();
+      const result = await runTests(dir, b.tests);
+      writeFileSync(path, original);
+      emit(ts, options, dir, b.file, original);
+      const secs = ((Date.now() - t0) / 1000).toFixed(1);
+      const verdict = result.code === 0 ? 'SURVIVED' : result.code === null ? 'caught (timed out)' : 'caught';
+      process.stdout.write(`[${i + 1}/${chosen.length}] ${verdict.padEnd(18)} ${b.id} (${secs} s)\n`);
+      if (opts.verbose) process.stdout.write(`${tail(result.out, 25)}\n\n`);
+      if (result.code === 0) survived.push(b);
+    }
+
+    const caught = chosen.length - survived.length;
+    const total = ((Date.now() - started) / 1000).toFixed(0);
+    process.stdout.write(`test:mutations: ${caught}/${chosen.length} breakages caught in ${total} s\n`);
+    for (const b of survived) {
+      process.stdout.write(`  not caught: ${b.id}: ${b.file}: ${JSON.stringify(b.find)} → ${JSON.stringify(b.replace)}; tests: ${b.tests.map((t) => t.name).join('; ')}\n`);
+    }
+    return survived.length === 0 ? 0 : 1;
+  } finally {
+    if (opts.keep) process.stdout.write(`test:mutations: kept ${dir}\n`);
+    cleanup();
+  }
+}
+
+main().then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (err) => {
+    process.stderr.write(`test:mutations: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.exitCode = 1;
+  },
+);
