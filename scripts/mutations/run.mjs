@@ -9,7 +9,9 @@
 // tests the breakage names are run (vitest -t, nothing else), and the edit is
 // undone. A breakage is caught when those tests fail. The run passes only if
 // every breakage is caught, after the same tests passed on the unbroken copy
-// (a baseline that fails would make every breakage look caught).
+// (a baseline that fails would make every breakage look caught). A breakage
+// may set `env` for its tests, e.g. KNOWLEDGEFS_FUSE_BINDING=fuse-native for
+// code only that binding runs.
 //
 // The working tree is never written to. Options:
 //   --only id,id   run these breakages only
@@ -79,14 +81,14 @@ function validate(breakages) {
 const escapeRegex = (s) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
 /** vitest on `tests` in `dir`; resolves with the exit code (null on timeout) and the output. */
-function runTests(dir, tests) {
+function runTests(dir, tests, env = {}) {
   const files = [...new Set(tests.map((t) => t.file))];
   const pattern = [...new Set(tests.map((t) => escapeRegex(t.name)))].join('|');
   const vitest = join(dir, 'node_modules', 'vitest', 'vitest.mjs');
   return new Promise((done) => {
     const child = spawn(process.execPath, [vitest, 'run', ...files, '-t', pattern], {
       cwd: dir,
-      env: { ...process.env, CI: process.env.CI ?? '', FORCE_COLOR: '0' },
+      env: { ...process.env, CI: process.env.CI ?? '', FORCE_COLOR: '0', ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
       detached: true,
     });
@@ -159,21 +161,31 @@ async function main() {
     symlinkSync(join(ROOT, 'node_modules'), join(dir, 'node_modules'), 'dir');
     const require = createRequire(join(ROOT, 'package.json'));
     const ts = require('typescript');
-    const build = await new Promise((done) => {
-      const child = spawn(process.execPath, [join(dir, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.build.json'], { cwd: dir, stdio: 'inherit' });
-      child.on('close', done);
-    });
-    if (build !== 0) throw new Error('the build of the unbroken copy failed');
+    // What `npm run build` does: the TypeScript build, and the native addon where it can be built.
+    for (const step of [[join(dir, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.build.json'], [join(dir, 'scripts', 'build-native.mjs'), '--if-possible']]) {
+      const code = await new Promise((done) => {
+        const child = spawn(process.execPath, step, { cwd: dir, stdio: 'inherit' });
+        child.on('close', done);
+      });
+      if (code !== 0) throw new Error(`the build of the unbroken copy failed (${step.slice(0, 2).join(' ')})`);
+    }
     const options = compilerOptions(ts, dir);
     // The baseline runs on the single-file transpiles the breakages will use, so a transpile that differs from tsc's build shows there, not as a false "caught".
     for (const file of new Set(chosen.map((b) => b.file))) emit(ts, options, dir, file, readFileSync(join(dir, file), 'utf8'));
 
-    const allTests = chosen.flatMap((b) => b.tests);
-    process.stdout.write(`test:mutations: baseline (${new Set(allTests.map((t) => `${t.file} › ${t.name}`)).size} tests on the unbroken copy)\n`);
-    const baseline = await runTests(dir, allTests);
-    if (baseline.code !== 0) {
-      process.stderr.write(`${tail(baseline.out, 80)}\ntest:mutations: the named tests fail on the unbroken code; fix that first\n`);
-      return 1;
+    // One baseline run per environment the breakages ask for.
+    const byEnv = new Map();
+    for (const b of chosen) {
+      const key = JSON.stringify(b.env ?? {});
+      byEnv.set(key, [...(byEnv.get(key) ?? []), ...b.tests]);
+    }
+    for (const [key, tests] of byEnv) {
+      process.stdout.write(`test:mutations: baseline (${new Set(tests.map((t) => `${t.file} › ${t.name}`)).size} tests on the unbroken copy, env ${key})\n`);
+      const baseline = await runTests(dir, tests, JSON.parse(key));
+      if (baseline.code !== 0) {
+        process.stderr.write(`${tail(baseline.out, 80)}\ntest:mutations: the named tests fail on the unbroken code; fix that first\n`);
+        return 1;
+      }
     }
 
     const survived = [];
@@ -184,7 +196,7 @@ async function main() {
       writeFileSync(path, broken);
       emit(ts, options, dir, b.file, broken);
       const t0 = Date.now();
-      const result = await runTests(dir, b.tests);
+      const result = await runTests(dir, b.tests, b.env);
       writeFileSync(path, original);
       emit(ts, options, dir, b.file, original);
       const secs = ((Date.now() - t0) / 1000).toFixed(1);
