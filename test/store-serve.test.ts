@@ -6,6 +6,7 @@
 
 import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { scrape, value } from './helpers/metrics-scrape.js';
 import { KnowledgeError } from '../src/core/errors.js';
 import { POINTER_KEY, blobKey, indexKey, parsePointer, serializePointer } from '../src/core/publication.js';
 import type { Plan } from '../src/core/plan.js';
@@ -167,6 +168,29 @@ describe('denied requests never touch the store', () => {
       // ...and a second read is served from the cache.
       expect((await file(cp, team.token, 'team_payments/runbooks/db.md')).status).toBe(200);
       expect(cp.store.total()).toBe(before + 1);
+    } finally {
+      await cp.close();
+    }
+  });
+});
+
+describe('metrics with a publication', () => {
+  it('count blob-cache hits and misses as the reads went, and each publication poll as a scan', async () => {
+    const p = prefix();
+    await publishTo(s3, p, dir);
+    const cp = await startBucketControlPlane(s3, p, { publicationPollMs: 50 });
+    try {
+      const team = await cp.createSession({ kind: 'team', creator: 'alice', team: 'payments' });
+      const before = await scrape(`${cp.url}/metrics`, cp.adminToken);
+      expect((await file(cp, team.token, 'team_payments/runbooks/db.md')).status).toBe(200);
+      expect((await file(cp, team.token, 'team_payments/runbooks/db.md')).status).toBe(200);
+      await new Promise((r) => setTimeout(r, 200));
+      const after = await scrape(`${cp.url}/metrics`, cp.adminToken);
+      const delta = (name: string, labels: Record<string, string>) => value(after, name, labels) - value(before, name, labels);
+      expect(delta('knowledgefs_blob_cache_requests_total', { result: 'miss' })).toBe(1);
+      expect(delta('knowledgefs_blob_cache_requests_total', { result: 'hit' })).toBe(1);
+      expect(delta('knowledgefs_pack_scans_total', { kind: 'full', result: 'ok' })).toBeGreaterThanOrEqual(2);
+      expect(value(after, 'knowledgefs_pack_files')).toBe(cp.cp.store.scopes().reduce((n, x) => n + x.files.length, 0));
     } finally {
       await cp.close();
     }

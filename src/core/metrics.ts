@@ -140,12 +140,12 @@ export const CONTROL_PLANE_METRICS = {
   planLongPolls: gauge('knowledgefs_plan_long_polls_open', 'Plan long-polls waiting for a change now.', {}),
   sessions: gauge('knowledgefs_sessions', 'Sessions that are not revoked, by kind.', { kind: SESSION_KINDS }),
   mountedTeams: gauge('knowledgefs_mounted_teams', 'Teams mounted through the read tool, summed over live sessions.', {}),
-  packScans: counter('knowledgefs_pack_scans_total', 'Scans of the packs (full, or of changed directories), by result.', { kind: SCAN_KINDS, result: RESULTS }),
+  packScans: counter('knowledgefs_pack_scans_total', 'Scans of the packs (full, or of changed directories; with --store, looks for a new publication), by result.', { kind: SCAN_KINDS, result: RESULTS }),
   packScanDuration: histogram('knowledgefs_pack_scan_duration_seconds', 'Time one pack scan took.', { kind: SCAN_KINDS }, LATENCY_BUCKETS),
   scopes: gauge('knowledgefs_scopes', 'Scopes (account and team packs) being served.', {}),
   packFiles: gauge('knowledgefs_pack_files', 'Files in all served packs.', {}),
   packBytes: gauge('knowledgefs_pack_bytes', 'Bytes of all files in the served packs.', {}),
-  blobCache: counter('knowledgefs_blob_cache_requests_total', 'Lookups in a pack store blob cache, by result (stays 0 for the plain directory store, which has no cache).', { result: CACHE_RESULTS }),
+  blobCache: counter('knowledgefs_blob_cache_requests_total', 'File reads looked up in the blob cache of a publication store (--store), by result; 0 with --data.', { result: CACHE_RESULTS }),
 } as const;
 
 // ---- mount daemon ------------------------------------------------------

@@ -35,6 +35,9 @@ export class BlobCache {
   private readonly inflight = new Map<string, Promise<Buffer>>();
   /** Blobs fetched from the store (not from memory or disk). */
   fetches = 0;
+  /** Memory lookups that found the blob, and those that did not (metrics). */
+  hits = 0;
+  misses = 0;
 
   constructor(private readonly options: BlobCacheOptions) {
     const diskDir = options.diskDir;
@@ -85,13 +88,19 @@ export class BlobCache {
 
   /** The blob if it is in memory now (no I/O): the fast path of small reads. */
   peek(sha: string): Buffer | undefined {
-    return this.memory.get(sha);
+    const hit = this.memory.get(sha);
+    if (hit !== undefined) this.hits++;
+    return hit;
   }
 
   /** The blob's verified bytes: from memory, from disk, or fetched. */
   get(sha: string, size: number): Promise<Buffer> {
     const hit = this.memory.get(sha);
-    if (hit !== undefined) return Promise.resolve(hit);
+    if (hit !== undefined) {
+      this.hits++;
+      return Promise.resolve(hit);
+    }
+    this.misses++;
     let pending = this.inflight.get(sha);
     if (pending === undefined) {
       pending = this.load(sha, size).finally(() => this.inflight.delete(sha));

@@ -30,7 +30,9 @@ export async function openBucketPackSource(
     cacheDiskBytes: options.blobCacheDiskBytes,
     log: options.log,
   });
-  await store.refresh();
+  // Each look for a publication (one conditional GET, plus the load of a new one) is measured like a scan.
+  const refresh = (): Promise<boolean> => hooks.timedScan('full', async () => (await store.refresh()) === 'switched');
+  await refresh();
 
   let closed = false;
   let timer: NodeJS.Timeout | null = null;
@@ -38,7 +40,7 @@ export async function openBucketPackSource(
   let outage: string | null = null;
   const poll = async (): Promise<void> => {
     try {
-      if ((await store.refresh()) === 'switched') hooks.changed();
+      if (await refresh()) hooks.changed();
       if (outage !== null) options.log(`${objectStore.description}: reachable again`);
       outage = null;
     } catch (err) {
@@ -71,7 +73,7 @@ export async function openBucketPackSource(
       };
     },
     async refresh() {
-      if ((await store.refresh()) === 'switched') hooks.changed();
+      if (await refresh()) hooks.changed();
     },
     async close() {
       closed = true;

@@ -137,6 +137,10 @@ export class BucketPackStore implements PackStore {
     return this.blobs;
   }
 
+  cacheCounts(): { hits: number; misses: number } {
+    return { hits: this.blobs.hits, misses: this.blobs.misses };
+  }
+
   scopes(): readonly ScopeSnapshot[] {
     return this.current?.sorted ?? [];
   }

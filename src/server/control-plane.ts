@@ -131,6 +131,11 @@ export async function createControlPlaneServer(input: ControlPlaneOptions, deps:
     metrics.set(M.scopes, {}, scopes.length);
     metrics.set(M.packFiles, {}, scopes.reduce((n, s) => n + s.files.length, 0));
     metrics.set(M.packBytes, {}, scopes.reduce((n, s) => n + s.totalBytes, 0));
+    const cache = store.cacheCounts?.();
+    if (cache !== undefined) {
+      metrics.setTotal(M.blobCache, { result: 'hit' }, cache.hits);
+      metrics.setTotal(M.blobCache, { result: 'miss' }, cache.misses);
+    }
   });
   const handler = createRouter(ctx);
   const shutdown = new AbortController();

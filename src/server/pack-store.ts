@@ -34,4 +34,6 @@ export interface PackStore {
   readSmallSync?(scope: ScopeName, path: string, parents?: Map<string, string | null>): PackFile | null | undefined;
   /** Increases whenever any snapshot changes: lets pollers skip work cheaply. */
   readonly generation: number;
+  /** A store with a blob cache: its memory lookups so far (exported as metrics). */
+  cacheCounts?(): { readonly hits: number; readonly misses: number };
 }
