@@ -9,8 +9,10 @@
 //
 //   node bench/run.mjs [--quick] [--files N] [--runs N] [--peer-runs N] [--only a,b,…]
 //                      [--scale-files N,M] [--runners N] [--work DIR]
-//                      [--no-drop-caches] [--verbose]
-// Sections (--only): disk ceiling ours rclone read load scale.
+//                      [--scale-out-runners N] [--no-drop-caches] [--verbose]
+// Sections (--only): disk ceiling ours rclone read load scale scaleout.
+// scaleout: 1 and 3 replicas on a throwaway PostgreSQL, --scale-out-runners
+// (default 1 000) simulated runners (bench/lib/scale-out.mjs).
 // --runs: rounds for everything (default 5); --peer-runs: rounds rclone
 // takes part in (default 3: its rows cost ~40 s a round).
 //
@@ -37,12 +39,13 @@ import { readToolLatency } from './lib/read-tool.mjs';
 import { countFuseOps, HAS_STRACE } from './lib/fuse-ops.mjs';
 import { controlPlaneLoad } from './lib/load.mjs';
 import { measureScale, breakdownSummary } from './lib/scale.mjs';
+import { scaleOut } from './lib/scale-out.mjs';
 import { mainTable, opsTable, sideTable, checkTargets, targetsText, consistencyErrors } from './lib/report.mjs';
 
-const SECTIONS = ['disk', 'ceiling', 'ours', 'rclone', 'read', 'load', 'scale'];
+const SECTIONS = ['disk', 'ceiling', 'ours', 'rclone', 'read', 'load', 'scale', 'scaleout'];
 
 function parseArgs(argv) {
-  const o = { quick: false, files: DEFAULTS.files, runs: 5, peerRuns: null, only: SECTIONS, work: join(os.tmpdir(), 'knowledgefs-bench'), dropCaches: true, verbose: false, scaleFiles: null, runners: 200 };
+  const o = { quick: false, files: DEFAULTS.files, runs: 5, peerRuns: null, only: SECTIONS, work: join(os.tmpdir(), 'knowledgefs-bench'), dropCaches: true, verbose: false, scaleFiles: null, runners: 200, scaleOutRunners: 1000 };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     const val = () => {
@@ -57,6 +60,7 @@ function parseArgs(argv) {
     else if (a === '--only') o.only = val().split(',');
     else if (a === '--scale-files') o.scaleFiles = val().split(',').map(Number);
     else if (a === '--runners') o.runners = Number(val());
+    else if (a === '--scale-out-runners') o.scaleOutRunners = Number(val());
     else if (a === '--work') o.work = val();
     else if (a === '--no-drop-caches') o.dropCaches = false;
     else if (a === '--verbose') o.verbose = true;
@@ -276,6 +280,12 @@ async function main() {
   }
   if (server) await stop(server.handle);
 
+  if (want('scaleout')) {
+    try {
+      log(`scale-out: 1 and 3 replicas, ${opts.scaleOutRunners} runners [${elapsed()}]`);
+      results.scaleOut = await scaleOut({ dataDir, teams: corpus.teams, runners: opts.scaleOutRunners, workDir: join(runDir, 'scale-out'), quick: opts.quick });
+    } catch (err) { fail('scaleout', err); }
+  }
   if (want('scale')) {
     results.scale = [];
     for (const files of opts.scaleFiles) {

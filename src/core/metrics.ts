@@ -138,6 +138,7 @@ export const CONTROL_PLANE_METRICS = {
   }),
   membershipDuration: histogram('knowledgefs_membership_lookup_duration_seconds', 'Time one membership lookup took, by source.', { source: MEMBERSHIP_SOURCES }, LATENCY_BUCKETS),
   planLongPolls: gauge('knowledgefs_plan_long_polls_open', 'Plan long-polls waiting for a change now.', {}),
+  stateRoundTrips: counter('knowledgefs_state_round_trips_total', 'Queries sent to the PostgreSQL session state for requests and for following other replicas (one round trip each); 0 with a state file.', {}),
   sessions: gauge('knowledgefs_sessions', 'Sessions that are not revoked, by kind.', { kind: SESSION_KINDS }),
   mountedTeams: gauge('knowledgefs_mounted_teams', 'Teams mounted through the read tool, summed over live sessions.', {}),
   packScans: counter('knowledgefs_pack_scans_total', 'Scans of the packs (full, or of changed directories; with --store, looks for a new publication), by result.', { kind: SCAN_KINDS, result: RESULTS }),

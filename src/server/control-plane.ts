@@ -99,7 +99,7 @@ export async function createControlPlaneServer(input: ControlPlaneOptions, deps:
   };
   const source = await openPackSource(options, deps, hooks);
   const { store, directory, watch } = source;
-  const opened = await openSessionState(options, deps.stateStore);
+  const opened = await openSessionState(options, deps.stateStore, () => metrics.inc(M.stateRoundTrips, {}));
   const sessions = deps.wrapSessions ? deps.wrapSessions(opened) : opened;
   let membership =
     deps.membership ??

@@ -8,9 +8,13 @@ import { SessionRegistry, type PersistedState, type StateChange } from './sessio
 import type { SessionState } from './session-state.js';
 import { fileStateStore, type StateStore } from './state-file.js';
 
-export async function openSessionState(options: ResolvedOptions, fileStore?: StateStore<PersistedState, StateChange>): Promise<SessionState> {
+export async function openSessionState(
+  options: ResolvedOptions,
+  fileStore?: StateStore<PersistedState, StateChange>,
+  onRoundTrip?: () => void,
+): Promise<SessionState> {
   if (options.stateUrl !== undefined) {
-    return PgSessionState.open({ url: options.stateUrl, heartbeatMs: options.stateHeartbeatMs, log: options.log });
+    return PgSessionState.open({ url: options.stateUrl, heartbeatMs: options.stateHeartbeatMs, log: options.log, ...(onRoundTrip ? { onRoundTrip } : {}) });
   }
   return SessionRegistry.open(fileStore ?? fileStateStore<PersistedState, StateChange>(options.stateFile), options.stateFile);
 }

@@ -48,6 +48,8 @@ export interface PgStateOptions {
   readonly timeoutMs?: number;
   /** Connections for queries. Default 10. */
   readonly poolSize?: number;
+  /** Called once per query a request (or a reload it caused) sends: the round-trips metric. */
+  readonly onRoundTrip?: () => void;
   /** Sessions cached per replica. Default 100 000. */
   readonly maxCached?: number;
   readonly now?: () => number;
@@ -225,6 +227,8 @@ export class PgSessionState implements SessionState {
       `SELECT count(*) FILTER (WHERE kind = 'team') AS team, count(*) FILTER (WHERE kind = 'personal') AS personal,
               coalesce(sum(cardinality(mounted)), 0) AS mounted
        FROM knowledgefs_sessions WHERE NOT revoked`,
+      [],
+      true,
     );
     const row = rows[0];
     if (row !== undefined) this.lastStats = { team: Number(row.team), personal: Number(row.personal), mountedTeams: Number(row.mounted) };
@@ -562,7 +566,9 @@ export class PgSessionState implements SessionState {
     }
   }
 
-  private async query<R extends pg.QueryResultRow>(text: string, values?: unknown[]): Promise<pg.QueryResult<R>> {
+  /** One round trip; `background` ones (the session-count refresh) are not counted as a request's. */
+  private async query<R extends pg.QueryResultRow>(text: string, values?: unknown[], background = false): Promise<pg.QueryResult<R>> {
+    if (!background) this.opts.onRoundTrip?.();
     try {
       return await this.pool.query<R>(text, values);
     } catch (err) {

@@ -199,6 +199,29 @@ describe('replicas sharing PostgreSQL state', () => {
     expect(Date.now() - revokedAt).toBeLessThan(5_000);
   });
 
+  it('round trips: plans (200 and 304), grants and file reads cost none; a read-tool read one; a re-read none', async () => {
+    const s = await a.createSession({ kind: 'personal', creator: 'alice', team: 'payments' });
+    const trips = async () => {
+      const text = await (await fetch(`${a.url}/metrics`, { headers: auth(ADMIN) })).text();
+      return Number(/^knowledgefs_state_round_trips_total (\d+)/m.exec(text)?.[1]);
+    };
+    // The session's first request on A loads it (it was created there, so it is cached already).
+    const first = await plan(a.url, s.token);
+    const etag = first.headers.get('etag') as string;
+    const before = await trips();
+    for (let i = 0; i < 5; i++) {
+      expect((await plan(a.url, s.token, { 'if-none-match': etag })).status).toBe(304);
+      expect((await plan(a.url, s.token)).status).toBe(200);
+      expect((await fetch(`${a.url}/v1/grants/team_payments`, { headers: auth(s.token) })).status).toBe(200);
+      expect((await fetch(`${a.url}/v1/files/account/DUTY.md`, { headers: auth(s.token) })).status).toBe(200);
+    }
+    expect(await trips()).toBe(before);
+    expect((await readVia(a.url, s.token, 'account/DUTY.md', false)).status).toBe(200);
+    expect(await trips()).toBe(before + 1);
+    expect((await readVia(a.url, s.token, 'account/DUTY.md', false)).status).toBe(200);
+    expect(await trips()).toBe(before + 1);
+  });
+
   it('the reminder through B reports a change after a read through A', async () => {
     const s = await a.createSession({ kind: 'personal', creator: 'alice' });
     expect((await readVia(a.url, s.token, 'team_ledger/DUTY.md', false)).status).toBe(200);
