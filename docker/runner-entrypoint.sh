@@ -25,7 +25,9 @@
 #   KNOWLEDGEFS_MOUNT_ARGS     extra `knowledgefs mount` flags, split on spaces
 #   KNOWLEDGEFS_READY_TIMEOUT  seconds to wait for the mount, default 60
 #   KNOWLEDGEFS_RUN_AS         run the command as this user (the daemon stays
-#                              root); adds --allow-other and hands the socket over
+#                              root); adds --allow-other and --group <the user's
+#                              primary group> (only that group may read the mount)
+#                              unless --group is given, and hands the socket over
 #   KNOWLEDGEFS_BIN            the knowledgefs executable, default `knowledgefs`
 set -euo pipefail
 
@@ -59,6 +61,8 @@ extra=(${KNOWLEDGEFS_MOUNT_ARGS:-})
 set +f
 if [ -n "$run_as" ]; then
   case " ${extra[*]-} " in *" --allow-other "*) ;; *) extra+=(--allow-other) ;; esac
+  # Not every user of the container: only the agent's group may read knowledge/.
+  case " ${extra[*]-} " in *" --group "*) ;; *) extra+=(--group "$(id -g "$run_as")") ;; esac
 fi
 
 mkdir -p "$mountpoint_dir" || die "cannot create mount point $mountpoint_dir"

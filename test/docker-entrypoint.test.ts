@@ -6,7 +6,7 @@
 // - the real `knowledgefs mount` against a real control plane on 127.0.0.1,
 //   for the whole path: the command sees knowledge/ and it is gone afterwards.
 
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -222,10 +222,12 @@ describe.skipIf(!fuseHere && process.env.CI !== 'true')('runner entrypoint: real
 
   it('KNOWLEDGEFS_RUN_AS: the command runs unprivileged and still lists, reads and uses the read tool', async () => {
     chmodSync(tmp, 0o711); // let `nobody` traverse to the mount point and socket
-    const script = `id -u; ls "${mp}"; "${process.execPath}" "${BIN}" read "${mp}/team_payments/DUTY.md"; echo "token=\${KNOWLEDGEFS_TOKEN:-unset}"`;
+    const script = `id -u; ls "${mp}"; "${process.execPath}" "${BIN}" read "${mp}/team_payments/DUTY.md"; echo "token=\${KNOWLEDGEFS_TOKEN:-unset}"; stat -c '%a %g' "${mp}/team_payments/DUTY.md"`;
     const r = await entrypoint(['sh', '-c', script], realEnv({ KNOWLEDGEFS_RUN_AS: 'nobody' }));
     expect(r.stderr).not.toMatch(/denied|cannot/i);
-    expect(r.stdout).toBe(`65534\naccount\nteam_payments\n# Payments duty\ntoken=unset\n`);
+    // --group <nobody's primary group>: files 0440 owned by that group, so no other user of the container reads them.
+    const gid = execFileSync('id', ['-g', 'nobody'], { encoding: 'utf8' }).trim();
+    expect(r.stdout).toBe(`65534\naccount\nteam_payments\n# Payments duty\ntoken=unset\n440 ${gid}\n`);
     expect(r.code).toBe(0);
   });
 

@@ -34,6 +34,8 @@ import { compareScopes, type ScopeName } from './scope.js';
 
 export const DIR_MODE = 0o040555;
 export const FILE_MODE = 0o100444;
+const S_IFDIR = 0o040000;
+const S_IFREG = 0o100000;
 
 /** The shape fuse-native reads; a node is its own stat, reused for every getattr. */
 export interface NodeStat {
@@ -93,8 +95,28 @@ export const REMOVED_HISTORY = 4096;
 export interface TreeOptions {
   readonly uid?: number;
   readonly gid?: number;
+  /** Permission bits of files (default 0o444) and directories (default 0o555). */
+  readonly fileMode?: number;
+  readonly dirMode?: number;
   /** Mtime for the root and for directories with no files. */
   readonly emptyDirMtimeMs?: number;
+}
+
+/** Who owns every node of a tree, and the modes they report: one object shared by all nodes. */
+interface Owner {
+  readonly uid: number;
+  readonly gid: number;
+  readonly fileMode: number;
+  readonly dirMode: number;
+}
+
+function ownerOf(opts: TreeOptions): Owner {
+  return {
+    uid: opts.uid ?? 0,
+    gid: opts.gid ?? 0,
+    fileMode: S_IFREG | ((opts.fileMode ?? FILE_MODE) & 0o777),
+    dirMode: S_IFDIR | ((opts.dirMode ?? DIR_MODE) & 0o777),
+  };
 }
 
 const NO_HISTORY: readonly FileVersion[] = Object.freeze([]);
@@ -110,9 +132,14 @@ class FileEntry implements FileNode, NodeStat {
     readonly mtimeMs: number,
     readonly planMtimeMs: number,
     readonly history: readonly FileVersion[],
-    readonly uid: number,
-    readonly gid: number,
+    readonly owner: Owner,
   ) {}
+  get uid(): number {
+    return this.owner.uid;
+  }
+  get gid(): number {
+    return this.owner.gid;
+  }
   get kind(): 'file' {
     return 'file';
   }
@@ -124,7 +151,7 @@ class FileEntry implements FileNode, NodeStat {
     return this;
   }
   get mode(): number {
-    return FILE_MODE;
+    return this.owner.fileMode;
   }
   get nlink(): number {
     return 1;
@@ -154,9 +181,14 @@ class DirEntry implements DirNode, NodeStat {
     readonly names: readonly string[],
     readonly mtime: number,
     readonly nlink: number,
-    readonly uid: number,
-    readonly gid: number,
+    readonly owner: Owner,
   ) {}
+  get uid(): number {
+    return this.owner.uid;
+  }
+  get gid(): number {
+    return this.owner.gid;
+  }
   get kind(): 'dir' {
     return 'dir';
   }
@@ -164,7 +196,7 @@ class DirEntry implements DirNode, NodeStat {
     return this;
   }
   get mode(): number {
-    return DIR_MODE;
+    return this.owner.dirMode;
   }
   get size(): number {
     return 4096;
@@ -287,8 +319,7 @@ export class Tree {
     const emptyMtime = opts.emptyDirMtimeMs ?? 0;
     const nodes = new Map<string, TreeNode>();
     const dirs = new Map<string, DirBuild>();
-    const uid = opts.uid ?? 0;
-    const gid = opts.gid ?? 0;
+    const owner = ownerOf(opts);
     const root: DirBuild = { names: [], mtimeMs: emptyMtime, scope: '', subdirs: 0, parent: undefined };
     dirs.set('/', root);
     const scopes = [...plan.scopes].sort((a, b) => compareScopes(a.scope, b.scope));
@@ -331,7 +362,7 @@ export class Tree {
         if (dir === undefined) continue;
         const prevNode = previous?.nodes.get(path);
         const prev = prevNode?.kind === 'file' ? prevNode : undefined;
-        if (prev !== undefined && prev.sha256 === file.sha256 && prev.planMtimeMs === file.mtimeMs && prev.size === file.size && prev.stat.uid === uid) {
+        if (prev !== undefined && prev.sha256 === file.sha256 && prev.planMtimeMs === file.mtimeMs && prev.size === file.size && prev.stat.uid === owner.uid && prev.stat.gid === owner.gid && prev.stat.mode === owner.fileMode) {
           // Unchanged: the node is immutable, reuse it.
           nodes.set(path, prev);
           dir.names.push(path.slice(slash + 1));
@@ -344,7 +375,7 @@ export class Tree {
         const last = prev ?? remembered[0];
         if (last !== undefined && last.sha256 !== file.sha256) changedPaths.push(path);
         const { mtimeMs, history } = reportedVersion(file, prev, remembered);
-        nodes.set(path, new FileEntry(nextIno++, path, snapshot.scope, file.sha256, file.size, mtimeMs, file.mtimeMs, history, uid, gid));
+        nodes.set(path, new FileEntry(nextIno++, path, snapshot.scope, file.sha256, file.size, mtimeMs, file.mtimeMs, history, owner));
         dir.names.push(path.slice(slash + 1));
         fileCount++;
         totalBytes += file.size;
@@ -356,7 +387,7 @@ export class Tree {
       dir.names.sort();
       const before = previous?.nodes.get(dirPath);
       const ino = dirPath === '/' ? ROOT_INO : before?.kind === 'dir' ? before.stat.ino : nextIno++;
-      nodes.set(dirPath, new DirEntry(ino, dirPath, dir.scope, dir.names, dir.mtimeMs, 2 + dir.subdirs, uid, gid));
+      nodes.set(dirPath, new DirEntry(ino, dirPath, dir.scope, dir.names, dir.mtimeMs, 2 + dir.subdirs, owner));
     }
 
     return new Tree({
@@ -428,8 +459,8 @@ export class Tree {
       nodes.set(path, node);
     }
     const root = this.nodes.get('/');
-    if (root?.kind === 'dir') {
-      nodes.set('/', new DirEntry(ROOT_INO, '/', '', root.names.filter((n) => n !== scope), root.stat.mtime, root.stat.nlink - 1, root.stat.uid, root.stat.gid));
+    if (root instanceof DirEntry) {
+      nodes.set('/', new DirEntry(ROOT_INO, '/', '', root.names.filter((n) => n !== scope), root.stat.mtime, root.stat.nlink - 1, root.owner));
     }
     return new Tree({
       version: '',

@@ -222,6 +222,7 @@ export function mountFuse(mountpoint: string, fs: KnowledgeFilesystem, opts: Fus
     fsname: 'knowledgefs',
     subtype: 'knowledgefs',
     allowOther: opts.allowOther === true,
+    defaultPermissions: opts.defaultPermissions === true,
     autoCache: (opts.pageCache ?? 'auto') === 'auto',
     attrTimeout: seconds(opts.attrTimeoutSec, DEFAULT_ATTR_TIMEOUT_SEC),
     entryTimeout: seconds(opts.entryTimeoutSec, DEFAULT_ATTR_TIMEOUT_SEC),

@@ -75,7 +75,12 @@ export class MountDaemon {
     client: ControlClient,
   ) {
     this.client = client;
-    this.treeOpts = { uid: process.getuid?.() ?? 0, gid: process.getgid?.() ?? 0, emptyDirMtimeMs: Date.now() };
+    const uid = process.getuid?.() ?? 0;
+    this.treeOpts =
+      opts.group === undefined
+        ? { uid, gid: process.getgid?.() ?? 0, emptyDirMtimeMs: Date.now() }
+        : // One group may read: the kernel checks these bits (default_permissions below).
+          { uid, gid: opts.group, fileMode: 0o440, dirMode: 0o550, emptyDirMtimeMs: Date.now() };
     this.tree = Tree.fromPlan(firstPlan, undefined, this.treeOpts);
     this.cache = new ContentCache({ maxBytes: opts.cacheSize, dir: opts.cacheDir, dirMaxBytes: opts.cacheDirSize ?? MOUNT_DEFAULTS.cacheDirSize, log: io.log });
     this.fetcher = new ContentFetcher({ client, cache: this.cache, log: io.log, onStale: () => this.requestSync() });
@@ -152,7 +157,8 @@ export class MountDaemon {
 
   async start(): Promise<void> {
     this.fuse = await mountBinding(this.binding, this.opts.mountpoint, this.fs, {
-      allowOther: this.opts.allowOther,
+      allowOther: this.opts.allowOther || this.opts.group !== undefined,
+      defaultPermissions: this.opts.group !== undefined,
       requestTimeoutMs: this.opts.requestTimeoutMs,
       attrTimeoutSec: this.opts.attrTimeoutSec,
       entryTimeoutSec: this.opts.attrTimeoutSec,

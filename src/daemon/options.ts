@@ -47,6 +47,12 @@ export interface MountOptions {
   readonly socketPath: string;
   /** --allow-other: let other users (a non-root agent) use the mount; needs user_allow_other in /etc/fuse.conf unless root. */
   readonly allowOther: boolean;
+  /**
+   * --group: only this gid (besides the daemon's user and root) may read the
+   * mount: files 0440 and directories 0550 owned by it, checked by the kernel
+   * (default_permissions); implies allowOther.
+   */
+  readonly group?: number | undefined;
   /** Concurrent fetches during prefetch (default 8). */
   readonly prefetchConcurrency?: number;
   /** Kernel attribute/entry cache in seconds (default 1 on fuse-native; 1 h on native, which is told of changes). */

@@ -18,6 +18,7 @@ import { addLogOptions, startLogging } from '../log-sink.js';
 import { defaultSocketPath } from '../../core/socket-path.js';
 import { parseDuration, parseSize, formatDurationFlag, formatSizeFlag } from '../../core/units.js';
 import { keepYoungGenerationSmall } from '../../daemon/heap.js';
+import { resolveGroup } from '../../daemon/group.js';
 import { runMountDaemon } from '../../daemon/run-mount.js';
 import { MOUNT_DEFAULTS } from '../../daemon/options.js';
 import { DEFAULT_FUSE_BINDING, FUSE_BINDING_ENV, FUSE_BINDINGS, parseFuseBinding, type FuseBindingChoice } from '../../daemon/fuse-binding.js';
@@ -25,7 +26,7 @@ import type { CliContext } from '../context.js';
 import { armStopDeadline } from '../../daemon/stop-deadline.js';
 import { EXIT } from '../exit-codes.js';
 import type { CommandResult } from '../main.js';
-import { parseOnOff, parsedOption } from '../option-parser.js';
+import { optionParser, parseOnOff, parsedOption } from '../option-parser.js';
 import { readTokenFile } from '../token-file.js';
 
 export const TOKEN_ENV = 'KNOWLEDGEFS_TOKEN';
@@ -43,6 +44,7 @@ interface MountFlags {
   requestTimeout: number;
   socket?: string;
   allowOther?: boolean;
+  group?: number;
   metricsListen?: string;
   fuseBinding?: FuseBindingChoice;
   logFormat: LogFormat;
@@ -89,6 +91,7 @@ export function registerMount(program: Command, ctx: CliContext, result: Command
     .addOption(parsedOption('--request-timeout <duration>', 'bound on every control-plane call and every open; past it → EIO', parseDuration, d.requestTimeoutMs, formatDurationFlag(d.requestTimeoutMs)))
     .option('--socket <path>', 'local control socket for read/manifest/reminder (default: $KNOWLEDGEFS_SOCKET or the standard path); its directory is created 0700, and refused if another user owns or may write it')
     .option('--metrics-listen <host:port>', 'serve the daemon\'s Prometheus metrics (GET /metrics) on this address, without a token (default: none; `knowledgefs status` shows the same numbers)')
+    .addOption(new Option('--group <name|gid>', 'let only this group (and the daemon user and root) read the mount: files 0440, directories 0550 owned by the group, checked by the kernel (default_permissions); implies --allow-other').argParser(optionParser(resolveGroup)))
     .option('--allow-other', 'let other users use the mount (a non-root agent user); needs user_allow_other in /etc/fuse.conf unless root')
     .addOption(
       new Option('--fuse-binding <binding>', `FUSE binding: native (libfuse 3 addon, long kernel caches told of every change), fuse-native (libfuse 2, 1 s caches), auto = native when its addon loads (default ${DEFAULT_FUSE_BINDING}, or $${FUSE_BINDING_ENV})`)
@@ -131,6 +134,7 @@ Examples:
           requestTimeoutMs: flags.requestTimeout,
           socketPath: flags.socket ?? defaultSocketPath(ctx.env, process.getuid?.() ?? 0, tmpdir()),
           allowOther: flags.allowOther === true,
+          group: flags.group,
           metricsListen,
           fuseBinding: resolveFuseBinding(flags, ctx),
         },
