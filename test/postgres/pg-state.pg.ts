@@ -137,6 +137,18 @@ describe('replicas sharing PostgreSQL state', () => {
     expect(JSON.stringify(dump)).toContain(s.sessionId);
   });
 
+  it('explain through B finds a session B never served (looked up in PostgreSQL), mounts made through A included', async () => {
+    const s = await a.createSession({ kind: 'personal', creator: 'alice', team: 'payments' });
+    expect((await readVia(a.url, s.token, 'team_ledger/DUTY.md')).status).toBe(200);
+    expect(b.cp.sessions.cached(s.sessionId)).toBeUndefined();
+    const res = await fetch(`${b.url}/v1/admin/explain?session=${s.sessionId}`, { headers: auth(ADMIN) });
+    expect(res.status).toBe(200);
+    const e = (await res.json()) as { session: { id: string; mounted: string[] }; readSet: { path: string }[] };
+    expect(e.session).toMatchObject({ id: s.sessionId, mounted: ['ledger'] });
+    expect(e.readSet.map((r) => r.path)).toEqual(['team_ledger/DUTY.md']);
+    expect((await fetch(`${b.url}/v1/admin/explain?session=nope`, { headers: auth(ADMIN) })).status).toBe(404);
+  });
+
   it('mount through A, plan through B: the team is in the next plan, and a long-poll on B wakes', async () => {
     const s = await a.createSession({ kind: 'personal', creator: 'alice', team: 'payments' });
     const first = await plan(b.url, s.token, {}, '?threshold=0');

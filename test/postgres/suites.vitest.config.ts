@@ -15,6 +15,8 @@ export default defineConfig({
       'test/server-read.test.ts',
       'test/server-membership.test.ts',
       'test/server-batch.test.ts',
+      'test/server-explain.test.ts',
+      'test/server-request-id.test.ts',
       'test/server-long-poll.test.ts',
       'test/server-packs.test.ts',
       'test/server-smoke.test.ts',
