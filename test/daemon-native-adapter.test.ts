@@ -1,0 +1,182 @@
+// The libfuse 3 adapter in-process, with a recording stand-in for the addon:
+// node ids are tree inodes, the kernel's lookup counts are kept until it
+// forgets them, an open of a replaced inode is ESTALE, a held handle keeps
+// its version, and a tree swap notifies exactly the changed names under
+// directories the kernel holds. (test/mount-native.test.ts drives the real
+// addon through a real mount.)
+
+import { constants as fsConstants } from 'node:fs';
+import { constants } from 'node:os';
+import { describe, expect, it } from 'vitest';
+import { ROOT_INO, Tree } from '../src/core/tree.js';
+import { ContentCache } from '../src/daemon/content-cache.js';
+import { ContentFetcher } from '../src/daemon/fetcher.js';
+import { KnowledgeFilesystem } from '../src/daemon/filesystem.js';
+import { GrantCache } from '../src/daemon/grant-cache.js';
+import { NATIVE_CACHE_SEC, NativeFuseSession, type NativeAddon } from '../src/daemon/native-fuse-adapter.js';
+import { FakeControlClient } from './helpers/fake-control-client.js';
+
+const E = constants.errno;
+type Handler = Parameters<NativeAddon['mount']>[2];
+type Call = [string, ...unknown[]];
+
+// Request kinds as native/knowledgefs_fuse.c numbers them.
+const LOOKUP = 1;
+const FORGET = 2;
+const GETATTR = 3;
+const OPEN = 4;
+const READ = 5;
+const RELEASE = 6;
+const OPENDIR = 7;
+const READDIR = 8;
+
+class RecordingAddon implements NativeAddon {
+  handler: Handler = () => undefined;
+  options = '';
+  readonly calls: Call[] = [];
+  mount(_mountpoint: string, options: string, handler: Handler): void {
+    this.options = options;
+    this.handler = handler;
+  }
+  unmount(): void {
+    this.calls.push(['unmount']);
+  }
+  unref(): void {}
+  replyErr(req: number, errno: number): void {
+    this.calls.push(['err', req, errno]);
+  }
+  replyEntry(req: number, ino: number, _mode: number, size: number, _mtime: number, _nlink: number, _uid: number, _gid: number, attrTimeout: number, entryTimeout: number): void {
+    this.calls.push(['entry', req, ino, size, attrTimeout, entryTimeout]);
+  }
+  replyAttr(req: number, ino: number, _mode: number, size: number): void {
+    this.calls.push(['attr', req, ino, size]);
+  }
+  replyOpen(req: number, fh: number, keepCache: boolean, cacheDir: boolean): void {
+    this.calls.push(['open', req, fh, keepCache, cacheDir]);
+  }
+  replyBuf(req: number, data: Buffer): void {
+    this.calls.push(['buf', req, data.toString()]);
+  }
+  replyDir(req: number, _size: number, first: number, names: string[], inos: number[]): number {
+    this.calls.push(['dir', req, first, [...names], [...inos]]);
+    return names.length;
+  }
+  replyStatfs(req: number, blocks: number, files: number): void {
+    this.calls.push(['statfs', req, blocks, files]);
+  }
+  invalEntry(parentIno: number, name: string): void {
+    this.calls.push(['invalEntry', parentIno, name]);
+  }
+  invalInode(ino: number): void {
+    this.calls.push(['invalInode', ino]);
+  }
+}
+
+function harness() {
+  const client = new FakeControlClient();
+  client.put('account/DUTY.md', '# Account\n');
+  client.put('account/runbooks/a.md', 'alpha\n');
+  client.put('team_x/DUTY.md', '# X\n');
+  let tree = Tree.fromPlan(client.currentPlan(), undefined);
+  const fs = new KnowledgeFilesystem({
+    tree: () => tree,
+    grants: new GrantCache(client, 5000),
+    fetcher: new ContentFetcher({ client, cache: new ContentCache({ maxBytes: 1 << 20 }) }),
+    requestTimeoutMs: 2000,
+  });
+  const addon = new RecordingAddon();
+  const session = new NativeFuseSession(addon, fs, { tree: () => tree, requestTimeoutMs: 2000, log: () => undefined });
+  session.mount('/mnt/knowledge');
+  let req = 100;
+  /** Sends one request; resolves with the reply it got (waiting for an open that asks the control plane). */
+  const ask = async (op: number, ino: number, fh = 0, a = 0, b = 0, extra?: string | Float64Array): Promise<Call> => {
+    const id = ++req;
+    addon.handler(op, id, ino, fh, a, b, extra);
+    for (let i = 0; i < 100; i++) {
+      const reply = addon.calls.find((c) => c[1] === id);
+      if (reply !== undefined) return reply;
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    throw new Error(`no reply to request ${id}`);
+  };
+  const swap = (next: Tree) => {
+    const before = tree;
+    tree = next;
+    session.treeChanged(before, next);
+  };
+  return { client, addon, session, ask, swap, tree: () => tree };
+}
+
+const inoOf = (call: Call) => call[2] as number;
+
+describe('native adapter', () => {
+  it('lookups answer tree inodes with hour-long caches; a missing name is a cached miss; opens keep the page cache', async () => {
+    const h = harness();
+    const account = await h.ask(LOOKUP, ROOT_INO, 0, 0, 0, 'account');
+    expect(account).toEqual(['entry', 101, h.tree().get('/account')?.stat.ino, 4096, NATIVE_CACHE_SEC, NATIVE_CACHE_SEC]);
+    const duty = await h.ask(LOOKUP, inoOf(account), 0, 0, 0, 'DUTY.md');
+    expect(inoOf(duty)).toBe(h.tree().get('/account/DUTY.md')?.stat.ino);
+    expect(await h.ask(LOOKUP, inoOf(account), 0, 0, 0, 'nope.md')).toEqual(['entry', 103, 0, 0, 0, NATIVE_CACHE_SEC]);
+    expect(await h.ask(GETATTR, inoOf(duty))).toEqual(['attr', 104, inoOf(duty), 10]);
+    const opened = await h.ask(OPEN, inoOf(duty), 0, fsConstants.O_RDONLY);
+    expect(opened.slice(3)).toEqual([true, false]);
+    expect(await h.ask(READ, inoOf(duty), opened[2] as number, 4096, 0)).toEqual(['buf', 106, '# Account\n']);
+    expect(await h.ask(RELEASE, inoOf(duty), opened[2] as number)).toEqual(['err', 107, 0]);
+    expect((await h.ask(OPEN, inoOf(duty), 0, fsConstants.O_WRONLY))[2]).toBe(E.EROFS);
+    expect(h.addon.options).toBe('fsname=knowledgefs,subtype=knowledgefs');
+  });
+
+  it('a change: only names under held directories are invalidated; the old inode keeps its stat, opens of it are ESTALE, a held handle keeps its bytes', async () => {
+    const h = harness();
+    const account = inoOf(await h.ask(LOOKUP, ROOT_INO, 0, 0, 0, 'account'));
+    const oldDuty = inoOf(await h.ask(LOOKUP, account, 0, 0, 0, 'DUTY.md'));
+    const held = (await h.ask(OPEN, oldDuty, 0, fsConstants.O_RDONLY))[2] as number;
+
+    h.client.put('account/DUTY.md', '# Account, edited\n');
+    h.client.put('team_x/new.md', 'new\n');
+    h.addon.calls.length = 0;
+    h.swap(Tree.fromPlan(h.client.currentPlan(), h.tree()));
+    // DUTY.md under a held directory; team_x was never looked up, so nothing under it is sent.
+    expect(h.addon.calls).toContainEqual(['invalEntry', account, 'DUTY.md']);
+    expect(h.addon.calls.filter((c) => c[0] === 'invalEntry')).toEqual([['invalEntry', account, 'DUTY.md']]);
+    // Same names and mtimes in account/ (the edit kept its mtime); team_x/ changed but the kernel does not hold it.
+    expect(h.addon.calls.filter((c) => c[0] === 'invalInode')).toEqual([]);
+
+    expect(await h.ask(GETATTR, oldDuty)).toEqual(['attr', expect.any(Number), oldDuty, 10]);
+    expect((await h.ask(OPEN, oldDuty, 0, fsConstants.O_RDONLY))[2]).toBe(E.ESTALE);
+    expect((await h.ask(READ, oldDuty, held, 4096, 0))[2]).toBe('# Account\n');
+    const newDuty = inoOf(await h.ask(LOOKUP, account, 0, 0, 0, 'DUTY.md'));
+    expect(newDuty).not.toBe(oldDuty);
+    const fresh = (await h.ask(OPEN, newDuty, 0, fsConstants.O_RDONLY))[2] as number;
+    expect((await h.ask(READ, newDuty, fresh, 4096, 0))[2]).toBe('# Account, edited\n');
+  });
+
+  it('forgotten inodes are dropped: their node id no longer resolves and no notification names them', async () => {
+    const h = harness();
+    const account = inoOf(await h.ask(LOOKUP, ROOT_INO, 0, 0, 0, 'account'));
+    const runbooks = inoOf(await h.ask(LOOKUP, account, 0, 0, 0, 'runbooks'));
+    await h.ask(LOOKUP, account, 0, 0, 0, 'runbooks'); // looked up twice
+    h.addon.handler(FORGET, 0, 0, 0, 0, 0, new Float64Array([runbooks, 1]));
+    expect((await h.ask(GETATTR, runbooks))[0]).toBe('attr'); // one lookup left
+    h.addon.handler(FORGET, 0, 0, 0, 0, 0, new Float64Array([runbooks, 1]));
+    expect(await h.ask(GETATTR, runbooks)).toEqual(['err', expect.any(Number), E.ENOENT]);
+
+    h.client.put('account/runbooks/a.md', 'alpha, edited\n');
+    h.addon.calls.length = 0;
+    h.swap(Tree.fromPlan(h.client.currentPlan(), h.tree()));
+    expect(h.addon.calls.filter((c) => c[0] === 'invalEntry')).toEqual([]);
+  });
+
+  it('readdir lists ".", ".." and the names with their inodes, from any offset', async () => {
+    const h = harness();
+    const account = inoOf(await h.ask(LOOKUP, ROOT_INO, 0, 0, 0, 'account'));
+    const dir = await h.ask(OPENDIR, account);
+    expect(dir.slice(3)).toEqual([false, true]); // the kernel caches the listing
+    const t = h.tree();
+    const all = await h.ask(READDIR, account, dir[2] as number, 4096, 0);
+    expect(all[3]).toEqual(['.', '..', 'DUTY.md', 'runbooks']);
+    expect(all[4]).toEqual([account, ROOT_INO, t.get('/account/DUTY.md')?.stat.ino, t.get('/account/runbooks')?.stat.ino]);
+    expect((await h.ask(READDIR, account, dir[2] as number, 4096, 3))[3]).toEqual(['runbooks']);
+    expect((await h.ask(READDIR, account, dir[2] as number, 4096, 4))[3]).toEqual([]);
+  });
+});
