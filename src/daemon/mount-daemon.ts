@@ -61,7 +61,8 @@ export class MountDaemon {
   readonly binding: FuseBinding;
   readonly readAhead: DirectoryReadAhead;
   /** Every number `knowledgefs status` and `--metrics-listen` report. */
-  readonly metrics = new PrometheusMetrics(Object.values(D));
+  readonly metrics = new PrometheusMetrics(Object.values(D), { tallied: [D.fuseDuration] });
+  private readonly meter = new FuseOpMeter();
   private readonly startedAt = Date.now();
   private metricsListener: MetricsListener | undefined;
   private pendingSync: Promise<void> | undefined;
@@ -130,6 +131,7 @@ export class MountDaemon {
   private exportTotals(): void {
     const m = this.metrics;
     const { fetcher, grants, sync } = this;
+    this.meter.exportTo(m);
     m.setTotal(D.cacheLookups, { result: 'hit' }, fetcher.hits);
     m.setTotal(D.cacheLookups, { result: 'miss' }, fetcher.misses);
     m.setTotal(D.fetches, { kind: 'file', result: 'ok' }, fetcher.fetches - fetcher.fetchErrors);
@@ -164,7 +166,7 @@ export class MountDaemon {
       entryTimeoutSec: this.opts.attrTimeoutSec,
       tree: () => this.tree,
       log: this.io.log,
-      meter: new FuseOpMeter(this.metrics),
+      meter: this.meter,
     });
     try {
       this.socket = await startControlSocket(this.opts.socketPath, this.backend(), this.io.log);

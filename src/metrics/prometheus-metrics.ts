@@ -26,14 +26,31 @@ export interface MetricValueSample {
   readonly suffix: string;
 }
 
+/** A histogram series counted elsewhere: observations per bucket (not cumulative; the last is +Inf) and their sum. */
+export interface HistogramTally {
+  readonly counts: ArrayLike<number>;
+  readonly sum: number;
+}
+
 export class PrometheusMetrics implements MetricsRecorder {
   readonly registry = new Registry();
   private readonly metrics = new Map<string, { spec: MetricSpec; metric: Metric<string> }>();
   private readonly scrapeHooks: (() => void)[] = [];
   private readonly totals = new Map<string, number>();
+  /** Histograms fed by `setHistogram`: name → series key → labels and tally. */
+  private readonly tallied = new Map<string, Map<string, { labels: Record<string, string>; tally: HistogramTally }>>();
 
-  constructor(specs: readonly MetricSpec[], options: { processMetrics?: boolean } = {}) {
-    for (const spec of specs) this.register(spec);
+  /**
+   * `tallied`: histograms whose observations a hot path counts itself (one
+   * array increment instead of prom-client's label hashing per call) and
+   * hands over with `setHistogram` before each scrape.
+   */
+  constructor(specs: readonly MetricSpec[], options: { processMetrics?: boolean; tallied?: readonly HistogramSpec[] } = {}) {
+    const tallied = new Set((options.tallied ?? []).map((t) => t.name));
+    for (const spec of specs) {
+      if (spec.type === 'histogram' && tallied.has(spec.name)) this.registerTallied(spec);
+      else this.register(spec);
+    }
     if (options.processMetrics !== false) collectDefaultMetrics({ register: this.registry });
   }
 
@@ -61,6 +78,14 @@ export class PrometheusMetrics implements MetricsRecorder {
     this.totals.set(key, Math.max(last, total));
   }
 
+  /** The current tally of one series of a `tallied` histogram. Call it from `beforeScrape`. */
+  setHistogram<S extends HistogramSpec>(spec: S, labels: LabelsOf<S>, tally: HistogramTally): void {
+    const series = this.tallied.get(spec.name);
+    if (series === undefined) throw new KnowledgeError('internal', `metric ${spec.name} is not a tallied histogram`);
+    this.checkLabels(spec, labels as Record<string, string>);
+    series.set(JSON.stringify(labels), { labels: { ...(labels as Record<string, string>) }, tally });
+  }
+
   add<S extends GaugeSpec>(spec: S, labels: LabelsOf<S>, delta: number): void {
     (this.get(spec, labels) as Gauge<string>).inc(labels as Record<string, string>, delta);
   }
@@ -70,6 +95,7 @@ export class PrometheusMetrics implements MetricsRecorder {
   }
 
   observe<S extends HistogramSpec>(spec: S, labels: LabelsOf<S>, value: number): void {
+    if (this.tallied.has(spec.name)) throw new KnowledgeError('internal', `metric ${spec.name} is tallied: use setHistogram`);
     (this.get(spec, labels) as Histogram<string>).observe(labels as Record<string, string>, value);
   }
 
@@ -114,11 +140,44 @@ export class PrometheusMetrics implements MetricsRecorder {
   private get(spec: MetricSpec, labels: Readonly<Record<string, string>>): Metric<string> {
     const entry = this.metrics.get(spec.name);
     if (entry === undefined) throw new KnowledgeError('internal', `metric ${spec.name} is not registered`);
-    // The types allow only the listed values; this keeps a cast from leaking a name or path.
-    for (const [name, value] of Object.entries(labels)) {
-      if (!entry.spec.labels[name]?.includes(value)) throw new KnowledgeError('internal', `metric ${spec.name}: label ${name} cannot be "${value}"`);
-    }
+    this.checkLabels(entry.spec, labels);
     return entry.metric;
+  }
+
+  /** The types allow only the listed values; this keeps a cast from leaking a name or path. */
+  private checkLabels(spec: MetricSpec, labels: Readonly<Record<string, string>>): void {
+    for (const [name, value] of Object.entries(labels)) {
+      if (!spec.labels[name]?.includes(value)) throw new KnowledgeError('internal', `metric ${spec.name}: label ${name} cannot be "${value}"`);
+    }
+  }
+
+  /** A histogram rendered from tallies: the shape prom-client's own `get()` returns, so text and samples work alike. */
+  private registerTallied(spec: HistogramSpec): void {
+    const series = new Map<string, { labels: Record<string, string>; tally: HistogramTally }>();
+    this.tallied.set(spec.name, series);
+    const bounds = [...spec.buckets.map(String), '+Inf'];
+    const metric = {
+      name: spec.name,
+      help: spec.help,
+      type: 'histogram',
+      aggregator: 'sum',
+      reset: () => series.clear(),
+      get: async () => {
+        const values: { labels: Record<string, string | number>; value: number; metricName: string }[] = [];
+        for (const { labels, tally } of series.values()) {
+          let cumulative = 0;
+          bounds.forEach((le, i) => {
+            cumulative += tally.counts[i] ?? 0;
+            values.push({ labels: { ...labels, le }, value: cumulative, metricName: `${spec.name}_bucket` });
+          });
+          values.push({ labels, value: tally.sum, metricName: `${spec.name}_sum` });
+          values.push({ labels, value: cumulative, metricName: `${spec.name}_count` });
+        }
+        return { name: spec.name, help: spec.help, type: 'histogram', aggregator: 'sum', values };
+      },
+    };
+    this.registry.registerMetric(metric as unknown as Metric<string>);
+    this.metrics.set(spec.name, { spec, metric: metric as unknown as Metric<string> });
   }
 }
 
