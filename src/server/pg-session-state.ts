@@ -244,12 +244,7 @@ export class PgSessionState implements SessionState {
     if (cached !== undefined) return cached.record;
     const { rows } = await this.query<SessionRow>(`${SELECT_SESSION} WHERE s.id = $1`, [id]);
     const row = rows[0];
-    if (row === undefined) return undefined;
-    const existing = this.byId.get(row.id);
-    if (existing !== undefined) return existing.record;
-    const entry = this.remember({ record: recordOf(row), version: Number(row.version), reloading: false, reloadAgain: false });
-    if ((this.notified.get(row.id) ?? -1) > entry.version) this.reload(entry);
-    return entry.record;
+    return row === undefined ? undefined : this.adopt(row).record;
   }
 
   onChange(listener: (sessionId: string) => void): () => void {
@@ -393,20 +388,23 @@ export class PgSessionState implements SessionState {
     return this.remember({ record, version: -1, reloading: false, reloadAgain: false });
   }
 
+  /** Caches a session row just read (unless another path cached it meanwhile: that one record is kept). */
+  private adopt(row: SessionRow): Cached {
+    const existing = this.byId.get(row.id);
+    if (existing !== undefined) return existing;
+    const entry = this.remember({ record: recordOf(row), version: Number(row.version), reloading: false, reloadAgain: false });
+    // A change notified while the row was on its way is newer than what was read.
+    if ((this.notified.get(row.id) ?? -1) > entry.version) this.reload(entry);
+    return entry;
+  }
+
   private async loadByToken(hash: string): Promise<Cached | null> {
     const inFlight = this.loading.get(hash);
     if (inFlight !== undefined) return inFlight;
     const load = (async () => {
       const { rows } = await this.query<SessionRow>(`${SELECT_SESSION} WHERE s.token_hash = $1`, [hash]);
       const row = rows[0];
-      if (row === undefined) return null;
-      // Loaded meanwhile by another path (a concurrent reload): keep the one record.
-      const existing = this.byId.get(row.id);
-      if (existing !== undefined) return existing;
-      const entry = this.remember({ record: recordOf(row), version: Number(row.version), reloading: false, reloadAgain: false });
-      // A change notified while the row was on its way is newer than what was read.
-      if ((this.notified.get(row.id) ?? -1) > entry.version) this.reload(entry);
-      return entry;
+      return row === undefined ? null : this.adopt(row);
     })();
     this.loading.set(hash, load);
     try {
