@@ -26,7 +26,8 @@ async function createSessions(server, teams, count) {
   return sessions;
 }
 
-async function phase(name, runners, rounds, request) {
+/** Every runner makes `rounds` requests, all runners at once: throughput and latency of the lot. */
+export async function phase(name, runners, rounds, request) {
   const latencies = [];
   let errors = 0;
   let firstError = null;

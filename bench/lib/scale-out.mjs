@@ -21,7 +21,8 @@ import { Client } from 'undici';
 import pg from 'pg';
 import { BIN, cpuMs } from './knowledgefs.mjs';
 import { startPostgres, clusterCpuMs } from './postgres.mjs';
-import { latencySummary, round3 } from './stats.mjs';
+import { phase as loadPhase } from './load.mjs';
+import { round3 } from './stats.mjs';
 import { log, start, stop } from './proc.mjs';
 
 const { HttpControlClient } = await import('../../dist/daemon/control-client.js');
@@ -59,43 +60,23 @@ async function roundTrips(replicas, adminToken) {
   return total;
 }
 
+/** load.mjs's phase, with the CPU of the replicas and of PostgreSQL and the round trips it cost. */
 async function phase(name, runners, rounds, request, ctx) {
-  const latencies = [];
-  let errors = 0;
-  let firstError = null;
   const rt0 = await roundTrips(ctx.replicas, ctx.adminToken);
   const cpu0 = ctx.replicas.reduce((n, r) => n + (r.handle.alive ? cpuMs(r.handle.pid) : 0), 0);
   const pg0 = clusterCpuMs(ctx.postmasterPid);
-  const t0 = process.hrtime.bigint();
-  await Promise.all(runners.map(async (r) => {
-    for (let i = 0; i < rounds; i++) {
-      const s = process.hrtime.bigint();
-      try {
-        await request(r, i);
-        latencies.push(Number(process.hrtime.bigint() - s) / 1e6);
-      } catch (err) {
-        errors++;
-        firstError ??= err instanceof Error ? err.message : String(err);
-      }
-    }
-  }));
-  const wallMs = Number(process.hrtime.bigint() - t0) / 1e6;
+  const result = await loadPhase(`scale-out ${ctx.label}×${name}`, runners, rounds, request);
   const cpu = ctx.replicas.reduce((n, r) => n + (r.handle.alive ? cpuMs(r.handle.pid) : 0), 0) - cpu0;
   const pgCpu = clusterCpuMs(ctx.postmasterPid) - pg0;
   const trips = (await roundTrips(ctx.replicas, ctx.adminToken)) - rt0;
-  const n = latencies.length;
-  const result = {
-    requests: n,
-    errors,
-    firstError,
-    throughputPerS: round3((n / wallMs) * 1000),
-    latencyMs: latencySummary(latencies),
+  const n = result.requests;
+  const costs = {
     replicaCpuMsPerRequest: n ? round3(cpu / n) : null,
     postgresCpuMsPerRequest: n ? round3(Math.max(0, pgCpu) / n) : null, // a backend that ended meanwhile takes its CPU with it
     postgresRoundTripsPerRequest: n ? round3(trips / n) : null,
   };
-  log(`scale-out ${ctx.replicas.length}×${name}: ${n} ok, ${errors} errors, ${result.throughputPerS.toFixed(0)}/s, p50 ${result.latencyMs.p50} ms, p99 ${result.latencyMs.p99} ms, CPU ${result.replicaCpuMsPerRequest} ms (+ PostgreSQL ${result.postgresCpuMsPerRequest} ms), ${result.postgresRoundTripsPerRequest} round trips per request`);
-  return result;
+  log(`scale-out ${ctx.label}×${name}: CPU ${costs.replicaCpuMsPerRequest} ms (+ PostgreSQL ${costs.postgresCpuMsPerRequest} ms), ${costs.postgresRoundTripsPerRequest} round trips per request`);
+  return { ...result, ...costs };
 }
 
 async function get(client, path, token, headers = {}) {
@@ -121,7 +102,7 @@ async function deployment(n, { dataDir, teams, runners, workDir, pgc, rounds }) 
   writeFileSync(adminFile, adminToken, { mode: 0o600 });
   const replicas = [];
   for (let i = 0; i < n; i++) replicas.push(await startReplica(i, dataDir, workDir, adminFile, pgc.url(db)));
-  const ctx = { replicas, adminToken, postmasterPid: pgc.postmasterPid };
+  const ctx = { replicas, adminToken, postmasterPid: pgc.postmasterPid, label: n };
   const files = new Map(teams.map((t) => [t, teamFiles(dataDir, t, rounds.read + 1)]));
   const clients = [];
   try {

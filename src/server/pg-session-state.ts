@@ -24,12 +24,12 @@
 // replica by R + 2 × heartbeatMs, or that replica refuses the token.
 
 import pg from 'pg';
-import { randomBytes, timingSafeEqual } from 'node:crypto';
+import { timingSafeEqual } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 import { KnowledgeError } from '../core/errors.js';
 import type { SessionKind } from '../core/policy.js';
 import { loadMigrations, migrate } from './pg-migrations.js';
-import { hashToken, MAX_READ_SET, newToken, type ReadSetEntry, type SessionRecord } from './session-registry.js';
+import { hashToken, MAX_READ_SET, newSession, type ReadSetEntry, type SessionRecord } from './session-registry.js';
 import type { NewSession, SessionState, SessionStats } from './session-state.js';
 
 export const CHANNEL = 'knowledgefs_sessions';
@@ -269,18 +269,7 @@ export class PgSessionState implements SessionState {
   }
 
   async create(input: NewSession, createdAt: string): Promise<{ record: SessionRecord; token: string }> {
-    const token = newToken();
-    const record: SessionRecord = {
-      id: `ses_${randomBytes(12).toString('hex')}`,
-      kind: input.kind,
-      creator: input.creator,
-      ...(input.team !== undefined ? { team: input.team } : {}),
-      tokenHash: hashToken(token),
-      revoked: false,
-      mounted: [],
-      readSet: [],
-      createdAt,
-    };
+    const { record, token } = newSession(input, createdAt);
     await this.query(
       'INSERT INTO knowledgefs_sessions (id, token_hash, kind, creator, team, created_at) VALUES ($1, $2, $3, $4, $5, $6)',
       [record.id, record.tokenHash, record.kind, record.creator, record.team ?? null, createdAt],

@@ -61,6 +61,23 @@ export function newToken(): string {
   return `${TOKEN_PREFIX}${randomBytes(32).toString('base64url')}`;
 }
 
+/** A fresh session (random id and token) and its token, which only the caller ever sees. */
+export function newSession(input: NewSession, createdAt: string): { record: SessionRecord; token: string } {
+  const token = newToken();
+  const record: SessionRecord = {
+    id: `ses_${randomBytes(12).toString('hex')}`,
+    kind: input.kind,
+    creator: input.creator,
+    ...(input.team !== undefined ? { team: input.team } : {}),
+    tokenHash: hashToken(token),
+    revoked: false,
+    mounted: [],
+    readSet: [],
+    createdAt,
+  };
+  return { record, token };
+}
+
 /** The read set after a read of `entry`: an older entry of its path is replaced, the oldest forgotten past the cap. */
 function withRead(readSet: readonly ReadSetEntry[], entry: ReadSetEntry): ReadSetEntry[] {
   const next = [...readSet.filter((e) => e.path !== entry.path), entry];
@@ -166,18 +183,7 @@ export class SessionRegistry implements SessionState {
   }
 
   async create(input: NewSession, createdAt: string): Promise<{ record: SessionRecord; token: string }> {
-    const token = newToken();
-    const record: SessionRecord = {
-      id: `ses_${randomBytes(12).toString('hex')}`,
-      kind: input.kind,
-      creator: input.creator,
-      ...(input.team !== undefined ? { team: input.team } : {}),
-      tokenHash: hashToken(token),
-      revoked: false,
-      mounted: [],
-      readSet: [],
-      createdAt,
-    };
+    const { record, token } = newSession(input, createdAt);
     this.byId.set(record.id, record);
     this.byTokenHash.set(record.tokenHash, record);
     try {
