@@ -80,7 +80,9 @@ export async function explainRoute(ctx: RouteContext, req: ApiRequest): Promise<
   const { plan, decisions } = await computePlan(ctx, session, threshold, once);
   const byScope = new Map(decisions.map((d) => [d.scope, d]));
   const { decide } = decider(ctx, session, once);
-  if (asked !== null && !byScope.has(asked.scope)) byScope.set(asked.scope, await decide(asked.scope, 'explain', true));
+  // The path's scope and the read set's are decided too when no pack made them plan candidates.
+  const alsoTouched = [...(asked !== null ? [asked.scope] : []), ...session.readSet.map((e) => e.path.slice(0, e.path.indexOf('/')))];
+  for (const scope of alsoTouched) if (!byScope.has(scope)) byScope.set(scope, await decide(scope, 'explain', true));
   for (const d of byScope.values()) audit(ctx, session, 'explain', d);
 
   const materialised = new Set(plan.scopes.map((s) => s.scope));
