@@ -37,6 +37,8 @@ export const CHANNEL = 'knowledgefs_sessions';
 const STATS_EVERY_MS = 10_000;
 /** PostgreSQL refuses notification payloads of 8000 bytes or more; bigger changes are sent as "reload". */
 const MAX_PAYLOAD = 7_900;
+/** Sessions read back per query after the notification connection was lost (read sets included). */
+const RELOAD_BATCH = 100;
 
 export interface PgStateOptions {
   /** postgres://… connection string (may carry the password: it is never logged). */
@@ -121,6 +123,15 @@ function applyChange(record: SessionRecord, change: PgChange): void {
     }
     record.readSet = next;
   }
+}
+
+/** Brings a cached session in place to what a row just read says. */
+function refresh(entry: Cached, row: SessionRow): void {
+  const fresh = recordOf(row);
+  entry.record.revoked = fresh.revoked;
+  entry.record.mounted = fresh.mounted;
+  entry.record.readSet = fresh.readSet;
+  entry.version = Number(row.version);
 }
 
 function recordOf(row: SessionRow): SessionRecord {
@@ -429,11 +440,7 @@ export class PgSessionState implements SessionState {
           const { rows } = await this.query<SessionRow>(`${SELECT_SESSION} WHERE s.id = $1`, [entry.record.id]);
           const row = rows[0];
           if (row === undefined) break;
-          const fresh = recordOf(row);
-          entry.record.revoked = fresh.revoked;
-          entry.record.mounted = fresh.mounted;
-          entry.record.readSet = fresh.readSet;
-          entry.version = Number(row.version);
+          refresh(entry, row);
         } while (entry.reloadAgain || (this.notified.get(entry.record.id) ?? -1) > entry.version);
         this.emit(entry.record.id);
       } catch (err) {
@@ -494,9 +501,7 @@ export class PgSessionState implements SessionState {
         }
         this.listener = client;
         // Changes made while nobody listened were never notified here.
-        const stale = [...this.byId.values()];
-        for (const entry of stale) this.reload(entry);
-        await this.settled(stale);
+        await this.reloadAll();
         if (this.listener === client) this.confirmedAt = startedAt;
       } catch (err) {
         await client.end().catch(() => undefined);
@@ -508,7 +513,29 @@ export class PgSessionState implements SessionState {
     return this.connecting;
   }
 
-  private async settled(entries: Cached[]): Promise<void> {
+  /** Every cached session read again, RELOAD_BATCH per query (after a gap in listening). Throws when PostgreSQL fails. */
+  private async reloadAll(): Promise<void> {
+    const entries = [...this.byId.values()];
+    for (let i = 0; i < entries.length; i += RELOAD_BATCH) {
+      const batch = entries.slice(i, i + RELOAD_BATCH);
+      // One being reloaded on its own already ends current (or dropped).
+      const mine = batch.filter((e) => !e.reloading);
+      for (const e of mine) e.reloading = true;
+      try {
+        const { rows } = await this.query<SessionRow>(`${SELECT_SESSION} WHERE s.id = ANY ($1::text[])`, [mine.map((e) => e.record.id)]);
+        const byId = new Map(rows.map((r) => [r.id, r]));
+        for (const e of mine) {
+          const row = byId.get(e.record.id);
+          if (row !== undefined) refresh(e, row);
+        }
+      } finally {
+        for (const e of mine) e.reloading = false;
+      }
+      for (const e of mine) {
+        if (e.reloadAgain || (this.notified.get(e.record.id) ?? -1) > e.version) this.reload(e);
+        else this.emit(e.record.id);
+      }
+    }
     while (entries.some((e) => e.reloading)) await new Promise((r) => setTimeout(r, 5));
   }
 

@@ -260,6 +260,29 @@ describe('PostgreSQL unreachable', () => {
     ).rejects.not.toThrow(/hunter2secret/);
   });
 
+  it('a lost notification connection: what changed while nobody listened is there once it is back', async () => {
+    await pgc.createDatabase('missed');
+    const a = await replica('missed', { stateHeartbeatMs: 1_000 });
+    const s = await a.createSession({ kind: 'personal', creator: 'alice' });
+    const viewOn = async (cp: TestControlPlane) => fetch(`${cp.url}/v1/session`, { headers: auth(s.token) });
+    expect((await viewOn(a)).status).toBe(200);
+    // Cut every listening connection, then record a mount the way a replica does (the same
+    // function, the same notification): nobody listens, so A must find it when it is back.
+    // One round trip, so it is done before A can listen again.
+    await pgc.sql(
+      `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = 'missed' AND application_name = 'knowledgefs-listen';
+       SELECT * FROM knowledgefs_record_read('${s.sessionId}', 'team_search/DUTY.md', '${'a'.repeat(64)}', 'search', NULL, '{"kind":"reload"}')`,
+      undefined,
+      'missed',
+    );
+    const mounted = async () => {
+      const r = await viewOn(a);
+      return r.status === 200 ? ((await r.json()) as { mounted: string[] }).mounted.join(',') : `HTTP ${r.status}`;
+    };
+    expect(await until('A showing the mount it was never told of', mounted, (m) => m === 'search', 15_000)).toBe('search');
+    expect(a.logs.join('\n')).toMatch(/lost the PostgreSQL notification connection/);
+  });
+
   it('while serving: fail closed with 503 + Retry-After within the bound, then recover with every acknowledgement kept', async () => {
     await pgc.createDatabase('outage');
     const a = await replica('outage');
