@@ -10,9 +10,10 @@
 //   node bench/run.mjs [--quick] [--files N] [--runs N] [--peer-runs N] [--only a,b,…]
 //                      [--scale-files N,M] [--runners N] [--work DIR]
 //                      [--scale-out-runners N] [--no-drop-caches] [--verbose]
-// Sections (--only): disk ceiling ours rclone read load scale scaleout.
+// Sections (--only): disk ceiling ours rclone read load scale scaleout store.
 // scaleout: 1 and 3 replicas on a throwaway PostgreSQL, --scale-out-runners
 // (default 1 000) simulated runners (bench/lib/scale-out.mjs).
+// store: publish and replicas over object storage (bench/lib/store.mjs).
 // --runs: rounds for everything (default 5); --peer-runs: rounds rclone
 // takes part in (default 3: its rows cost ~40 s a round).
 //
@@ -40,9 +41,10 @@ import { countFuseOps, HAS_STRACE } from './lib/fuse-ops.mjs';
 import { controlPlaneLoad } from './lib/load.mjs';
 import { measureScale, breakdownSummary } from './lib/scale.mjs';
 import { scaleOut } from './lib/scale-out.mjs';
+import { measureStore, storeTable } from './lib/store.mjs';
 import { mainTable, opsTable, sideTable, checkTargets, targetsText, consistencyErrors } from './lib/report.mjs';
 
-const SECTIONS = ['disk', 'ceiling', 'ours', 'rclone', 'read', 'load', 'scale', 'scaleout'];
+const SECTIONS = ['disk', 'ceiling', 'ours', 'rclone', 'read', 'load', 'scale', 'scaleout', 'store'];
 
 function parseArgs(argv) {
   const o = { quick: false, files: DEFAULTS.files, runs: 5, peerRuns: null, only: SECTIONS, work: join(os.tmpdir(), 'knowledgefs-bench'), dropCaches: true, verbose: false, scaleFiles: null, runners: 200, scaleOutRunners: 1000 };
@@ -298,6 +300,16 @@ async function main() {
       }
     }
   }
+  if (want('store')) {
+    log(`object storage: publish and replicas [${elapsed()}]`);
+    try {
+      results.store = await measureStore({ dataDir, files: corpus.materialisedFiles, runs: Math.min(opts.runs, 3), runDir });
+      for (const e of results.store.errors ?? []) results.errors.push(`store: ${e}`);
+    } catch (err) {
+      fail('store', err);
+      results.store = { error: err instanceof Error ? err.message : String(err) };
+    }
+  }
 }
 
 let exitCode = 0;
@@ -324,7 +336,7 @@ writeFileSync(outFile, JSON.stringify(results, null, 2) + '\n');
 const c = results.corpus;
 const load = `load average ${results.host.loadAvgAtStart[0].toFixed(1)} at start, ${results.host.loadAvgAtEnd[0].toFixed(1)} at end`;
 process.stdout.write(`\nknowledgefs bench at ${results.code.commit}${results.code.srcDirty ? ' (+ uncommitted src changes)' : ''} — ${c.files} files, ${(c.bytes / 1e6).toFixed(1)} MB (${(c.diskBytes / 1e6).toFixed(1)} MB on disk); median of ${opts.runs} runs${want('rclone') && opts.peerRuns !== opts.runs ? ` (rclone: ${opts.peerRuns})` : ''}; ${results.host.cpus} CPUs, ${load}; ${results.durationS.toFixed(0)} s\n\n`);
-const tables = [mainTable(results), opsTable(results), sideTable(results)].filter((t) => t.includes('\n'));
+const tables = [mainTable(results), opsTable(results), sideTable(results), storeTable(results.store)].filter((t) => t.includes('\n'));
 process.stdout.write(`${[...tables, targetsText(results.targets)].join('\n\n')}\n`);
 for (const n of results.notes) process.stdout.write(`note: ${n}\n`);
 if (results.errors.length) {

@@ -18,7 +18,7 @@ export const BIN = join(REPO, 'bin', 'knowledgefs.js');
 
 const cli = (args) => [BIN, ...args];
 
-/** Starts `knowledgefs serve` on 127.0.0.1:0; resolves {handle, url, adminToken}. */
+/** Starts `knowledgefs serve` on 127.0.0.1:0; resolves {handle, url, adminToken, startMs}. */
 export async function startServer(dataDir, workDir, { timeoutMs = 180_000 } = {}) {
   mkdirSync(workDir, { recursive: true });
   const adminToken = randomBytes(24).toString('hex');
@@ -26,10 +26,11 @@ export async function startServer(dataDir, workDir, { timeoutMs = 180_000 } = {}
   writeFileSync(adminFile, adminToken, { mode: 0o600 });
   const args = cli(['serve', '--data', dataDir, '--listen', '127.0.0.1:0', '--admin-token-file', adminFile,
     '--state', join(workDir, 'state.json'), '--audit-log', join(workDir, 'audit.log')]);
+  const t0 = process.hrtime.bigint();
   const handle = start('serve', process.execPath, args);
   try {
     const m = await handle.waitFor(/listening on (http:\/\/[^\s]+)/, timeoutMs);
-    return { handle, url: m[1].replace(/\/$/, ''), adminToken };
+    return { handle, url: m[1].replace(/\/$/, ''), adminToken, startMs: Number(process.hrtime.bigint() - t0) / 1e6 };
   } catch (err) {
     await stop(handle);
     throw err;
