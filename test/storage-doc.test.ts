@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseIndex, parsePointer } from '../src/core/publication.js';
 import { parseDuration, parseSize } from '../src/core/units.js';
 import { BIN, REPO_ROOT } from './helpers/control-plane.js';
+import { missingTests, namedTests } from './helpers/doc-claims.js';
 import { makeDataDir, removeDataDir, writeDataFile } from './helpers/data-dir.js';
 import { startS3, type TestS3 } from './helpers/s3rver.js';
 
@@ -50,14 +51,9 @@ function sameValue(docValue: string, help: string): boolean {
 
 describe('docs/STORAGE.md', () => {
   it('every test it names exists', () => {
-    const named: [string, string][] = [];
-    for (const cell of doc.matchAll(/`([a-z0-9-]+\.test\.ts) › ([^`]+)`((?:, `› [^`]+`)*)/g)) {
-      named.push([cell[1] as string, cell[2] as string]);
-      for (const more of (cell[3] ?? '').matchAll(/`› ([^`]+)`/g)) named.push([cell[1] as string, more[1] as string]);
-    }
+    const named = namedTests(doc);
     expect(named.length).toBeGreaterThan(20);
-    const missing = named.filter(([file, name]) => !readFileSync(join(REPO_ROOT, 'test', file), 'utf8').replace(/\\'/g, "'").includes(name));
-    expect(missing).toEqual([]);
+    expect(missingTests(named)).toEqual([]);
   });
 
   it('its example pointer and index are valid, and the index hashes to its version', () => {

@@ -19,7 +19,6 @@
 import { KnowledgeError } from '../core/errors.js';
 import type { PlanFile, ScopeSnapshot } from '../core/plan.js';
 import {
-  BLOB_PREFIX,
   MAX_DIRECTORY_BYTES,
   MAX_INDEX_BYTES,
   MAX_POINTER_BYTES,
@@ -28,7 +27,6 @@ import {
   blobKey,
   directoryKey,
   indexKey,
-  isSha256,
   parseIndex,
   parsePointer,
   samePublication,
@@ -36,13 +34,12 @@ import {
   type Pointer,
 } from '../core/publication.js';
 import { compareScopes, type ScopeName } from '../core/scope.js';
+import { eachLimited, presentBlobs } from '../store/blob-presence.js';
 import { isObjectStoreError, type ObjectStore } from '../store/object-store.js';
 import { BlobCache } from './blob-cache.js';
 import { parseDirectory, type Directory } from './directory.js';
 import type { PackFile, PackStore } from './pack-store.js';
 
-/** Above this many blobs not yet seen, one listing of blobs/ beats a HEAD each. */
-const HEAD_AT_MOST = 256;
 const PARALLEL = 16;
 
 export interface BucketPackStoreOptions {
@@ -65,14 +62,6 @@ interface Publication {
 }
 
 export type RefreshOutcome = 'unchanged' | 'switched' | 'refused';
-
-async function eachLimited<T>(items: readonly T[], work: (item: T) => Promise<void>): Promise<void> {
-  let next = 0;
-  const worker = async () => {
-    while (next < items.length) await work(items[next++] as T);
-  };
-  await Promise.all(Array.from({ length: Math.min(PARALLEL, items.length) }, worker));
-}
 
 export class BucketPackStore implements PackStore {
   private current: Publication | null = null;
@@ -204,7 +193,7 @@ export class BucketPackStore implements PackStore {
       }
     }
     const byScope = new Map<ScopeName, ScopeSnapshot>();
-    await eachLimited(Object.entries(pointer.scopes), async ([scope, version]) => {
+    await eachLimited(Object.entries(pointer.scopes), PARALLEL, async ([scope, version]) => {
       const held = this.current?.byScope.get(scope);
       if (held !== undefined && held.version === version) {
         byScope.set(scope, held);
@@ -230,21 +219,11 @@ export class BucketPackStore implements PackStore {
 
   /** Every blob the new publication names must exist; those the current one names were checked already. */
   private async checkBlobs(blobs: ReadonlySet<string>, where: ReadonlyMap<string, string>): Promise<void> {
-    const store = this.options.store;
     const unseen = [...blobs].filter((sha) => this.current?.blobs.has(sha) !== true);
-    const missing = (sha: string) => new PublicationError(blobKey(sha), `missing (the blob of ${where.get(sha) ?? sha})`);
-    if (unseen.length <= HEAD_AT_MOST) {
-      await eachLimited(unseen, async (sha) => {
-        if (!(await store.has(blobKey(sha)))) throw missing(sha);
-      });
-      return;
+    const present = await presentBlobs(this.options.store, unseen);
+    for (const sha of unseen) {
+      if (!present.has(sha)) throw new PublicationError(blobKey(sha), `missing (the blob of ${where.get(sha) ?? sha})`);
     }
-    const wanted = new Set(unseen);
-    for await (const key of store.list(BLOB_PREFIX)) {
-      const sha = key.slice(BLOB_PREFIX.length);
-      if (isSha256(sha)) wanted.delete(sha);
-    }
-    for (const sha of wanted) throw missing(sha);
   }
 
   private install(next: Publication): void {

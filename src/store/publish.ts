@@ -10,16 +10,14 @@
 // leaves the pointer alone.
 //
 // Which blobs are present: those named by the previous publication's
-// indexes are taken as present (its readers need them); others are checked
-// one HEAD each when few, or by one listing of blobs/ when many (a first
-// publish of thousands of files).
+// indexes are taken as present (its readers need them); others are asked
+// about (blob-presence.ts).
 
 import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { KnowledgeError } from '../core/errors.js';
 import type { PlanFile, ScopeSnapshot } from '../core/plan.js';
 import {
-  BLOB_PREFIX,
   MAX_INDEX_BYTES,
   MAX_POINTER_BYTES,
   POINTER_KEY,
@@ -27,7 +25,6 @@ import {
   blobKey,
   directoryKey,
   indexKey,
-  isSha256,
   parseIndex,
   parsePointer,
   pointerFor,
@@ -40,10 +37,9 @@ import {
 import type { ScopeName } from '../core/scope.js';
 import { DirPackStore, scopeDir } from '../server/dir-pack-store.js';
 import { parseDirectory } from '../server/directory.js';
+import { eachLimited, presentBlobs } from './blob-presence.js';
 import { isObjectStoreError, type ObjectStore } from './object-store.js';
 
-/** Above this many blobs of unknown presence, one listing of blobs/ beats a HEAD each. */
-const HEAD_AT_MOST = 256;
 const ATTEMPTS = 3;
 
 export interface PublishProgress {
@@ -102,24 +98,6 @@ async function withRetry<T>(what: () => Promise<T>): Promise<T> {
   }
 }
 
-/** Runs `work` over `items`, `limit` at a time; the first error stops new work and is thrown. */
-async function eachLimited<T>(items: readonly T[], limit: number, work: (item: T) => Promise<void>): Promise<void> {
-  let next = 0;
-  let failed: unknown = null;
-  const worker = async () => {
-    while (failed === null && next < items.length) {
-      const item = items[next++] as T;
-      try {
-        await work(item);
-      } catch (err) {
-        failed ??= err;
-      }
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
-  if (failed !== null) throw failed;
-}
-
 async function readPrevious(store: ObjectStore, log: (line: string) => void): Promise<Pointer | null> {
   const got = await withRetry(() => store.get(POINTER_KEY, { maxBytes: MAX_POINTER_BYTES }));
   if (got === null || got === 'not-modified') return null;
@@ -155,23 +133,6 @@ function diff(before: ScopeSnapshot, after: ScopeSnapshot): { added: number; mod
     old.delete(f.path);
   }
   return { added, modified, removed: old.size };
-}
-
-async function presentBlobs(store: ObjectStore, wanted: readonly string[]): Promise<Set<string>> {
-  const present = new Set<string>();
-  if (wanted.length === 0) return present;
-  if (wanted.length <= HEAD_AT_MOST) {
-    await eachLimited(wanted, 16, async (sha) => {
-      if (await withRetry(() => store.has(blobKey(sha)))) present.add(sha);
-    });
-    return present;
-  }
-  const want = new Set(wanted);
-  for await (const key of store.list(BLOB_PREFIX)) {
-    const sha = key.slice(BLOB_PREFIX.length);
-    if (isSha256(sha) && want.has(sha)) present.add(sha);
-  }
-  return present;
 }
 
 export async function publish(options: PublishOptions): Promise<PublishResult> {
@@ -213,7 +174,7 @@ export async function publish(options: PublishOptions): Promise<PublishResult> {
   const sources = new Map<string, { scope: ScopeName; file: PlanFile }>();
   for (const s of snapshots) for (const file of s.files) if (!sources.has(file.sha256)) sources.set(file.sha256, { scope: s.scope, file });
   const unknown = [...sources.keys()].filter((sha) => !known.has(sha));
-  const present = await presentBlobs(store, unknown);
+  const present = await presentBlobs(store, unknown, (key) => withRetry(() => store.has(key)));
   const missing = unknown.filter((sha) => !present.has(sha)).map((sha) => sources.get(sha) as { scope: ScopeName; file: PlanFile });
 
   const progress: PublishProgress & { blobsDone: number; bytesDone: number } = {
