@@ -101,6 +101,10 @@ export const MEMBERSHIP_RESULTS = ['ok', 'unknown_user', 'error'] as const;
 export const SCAN_KINDS = ['full', 'partial'] as const;
 export const RESULTS = ['ok', 'error'] as const;
 export const CACHE_RESULTS = ['hit', 'miss'] as const;
+/** Requests to object storage (`serve --store`). */
+export const OBJECT_STORE_OPS = ['get', 'put', 'head', 'list'] as const;
+/** What became of a new publication a replica found: taken, or refused as malformed. */
+export const PUBLICATION_RESULTS = ['taken', 'refused'] as const;
 
 /**
  * FUSE operations the mount daemon answers; every write-type operation (all
@@ -146,6 +150,12 @@ export const CONTROL_PLANE_METRICS = {
   scopes: gauge('knowledgefs_scopes', 'Scopes (account and team packs) being served.', {}),
   packFiles: gauge('knowledgefs_pack_files', 'Files in all served packs.', {}),
   packBytes: gauge('knowledgefs_pack_bytes', 'Bytes of all files in the served packs.', {}),
+  objectStoreRequests: counter('knowledgefs_object_store_requests_total', 'Requests to object storage (serve --store), by operation and result (error: unreachable, timed out, refused or answered garbage).', {
+    op: OBJECT_STORE_OPS,
+    result: RESULTS,
+  }),
+  objectStoreDuration: histogram('knowledgefs_object_store_request_duration_seconds', 'Time one object-storage request took, by operation.', { op: OBJECT_STORE_OPS }, LATENCY_BUCKETS),
+  publications: counter('knowledgefs_publications_total', 'New publications found in object storage: taken, or refused as malformed (the previous one stays served).', { result: PUBLICATION_RESULTS }),
   blobCache: counter('knowledgefs_blob_cache_requests_total', 'File reads looked up in the blob cache of a publication store (--store), by result; 0 with --data.', { result: CACHE_RESULTS }),
 } as const;
 

@@ -29,6 +29,7 @@ export async function openBucketPackSource(
     cacheDir: options.blobCacheDir,
     cacheDiskBytes: options.blobCacheDiskBytes,
     log: options.log,
+    metrics: hooks.metrics,
   });
   // Each look for a publication (one conditional GET, plus the load of a new one) is measured like a scan.
   const refresh = (): Promise<boolean> => hooks.timedScan('full', async () => (await store.refresh()) === 'switched');

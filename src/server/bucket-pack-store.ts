@@ -33,6 +33,7 @@ import {
   sha256Hex,
   type Pointer,
 } from '../core/publication.js';
+import { CONTROL_PLANE_METRICS as M, NO_METRICS, type MetricsRecorder } from '../core/metrics.js';
 import { compareScopes, type ScopeName } from '../core/scope.js';
 import { eachLimited, presentBlobs } from '../store/blob-presence.js';
 import { isObjectStoreError, type ObjectStore } from '../store/object-store.js';
@@ -49,6 +50,7 @@ export interface BucketPackStoreOptions {
   readonly cacheDir?: string | undefined;
   readonly cacheDiskBytes?: number;
   readonly log: (line: string) => void;
+  readonly metrics?: MetricsRecorder;
 }
 
 interface Publication {
@@ -72,9 +74,11 @@ export class BucketPackStore implements PackStore {
   private readonly blobs: BlobCache;
   private readonly logged = new Set<string>();
   generation = 0;
+  private readonly metrics: MetricsRecorder;
 
   constructor(private readonly options: BucketPackStoreOptions) {
     const store = options.store;
+    this.metrics = options.metrics ?? NO_METRICS;
     this.blobs = new BlobCache({
       memoryBytes: options.cacheBytes,
       diskDir: options.cacheDir,
@@ -166,12 +170,14 @@ export class BucketPackStore implements PackStore {
       }
       const next = await this.load(pointer, got.etag);
       this.install(next);
+      this.metrics.inc(M.publications, { result: 'taken' });
       return 'switched';
     } catch (err) {
       if (!(err instanceof PublicationError)) throw err;
       const where = `${store.description}: refusing the publication: ${err.message}`;
       if (this.current === null) throw new KnowledgeError('unavailable', where);
       this.logOnce(`${where}; still serving the one published ${this.current.pointer.publishedAt}`);
+      this.metrics.inc(M.publications, { result: 'refused' });
       this.refusedEtag = got?.etag;
       return 'refused';
     }
@@ -255,6 +261,7 @@ export class BucketPackStore implements PackStore {
     const file = this.locate(scope, path);
     if (file === undefined) return null;
     const bytes = this.blobs.peek(file.sha256);
-    return bytes === undefined ? undefined : { bytes, sha256: file.sha256, size: file.size, mtimeMs: file.mtimeMs };
+    if (bytes === undefined) return undefined;
+    return { bytes, sha256: file.sha256, size: file.size, mtimeMs: file.mtimeMs };
   }
 }

@@ -15,6 +15,7 @@ import { CONTROL_PLANE_METRICS as M } from '../core/metrics.js';
 import { listenMetrics, type MetricsListener } from '../metrics/metrics-listener.js';
 import { PrometheusMetrics } from '../metrics/prometheus-metrics.js';
 import type { ObjectStore } from '../store/object-store.js';
+import { meteredObjectStore } from '../store/metered-object-store.js';
 import { S3ObjectStore } from '../store/s3-object-store.js';
 import { fileAuditSink, type AuditSink } from './audit-log.js';
 import type { DataWatch, WatchFunction } from './data-watch.js';
@@ -96,6 +97,7 @@ export async function createControlPlaneServer(input: ControlPlaneOptions, deps:
     },
     // Waiting plan long-polls recompute only when something changed.
     changed: () => wakeups.allChanged(),
+    metrics,
   };
   const source = await openPackSource(options, deps, hooks);
   const { store, directory, watch } = source;
@@ -177,7 +179,7 @@ export async function createControlPlaneServer(input: ControlPlaneOptions, deps:
 async function openPackSource(options: ResolvedOptions, deps: ControlPlaneDeps, hooks: SourceHooks): Promise<PackSource> {
   if (options.s3 === undefined) return openDirPackSource({ ...options, dataDir: options.dataDir as string }, hooks, deps.watch);
   const s3 = new S3ObjectStore(options.s3);
-  const objectStore = deps.wrapObjectStore ? deps.wrapObjectStore(s3) : s3;
+  const objectStore = meteredObjectStore(deps.wrapObjectStore ? deps.wrapObjectStore(s3) : s3, hooks.metrics);
   try {
     return await openBucketPackSource(options, hooks, objectStore);
   } catch (err) {

@@ -4,6 +4,7 @@
 // pointer poller). Routes see only `store` and `directory`; nothing above
 // this seam asks which one it is.
 
+import type { MetricsRecorder } from '../core/metrics.js';
 import type { DataWatch } from './data-watch.js';
 import type { Directory } from './directory.js';
 import type { PackStore } from './pack-store.js';
@@ -19,6 +20,8 @@ export interface SourceHooks {
   timedScan(kind: 'full' | 'partial', run: () => Promise<boolean>): Promise<boolean>;
   /** Packs or directory.json changed: waiting plan long-polls recompute. */
   changed(): void;
+  /** Where sources record what they do (object-store requests, blob cache, publications). */
+  readonly metrics: MetricsRecorder;
 }
 
 export interface PackSource {
