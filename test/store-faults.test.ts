@@ -37,7 +37,7 @@ const blobs = (method: string, url: string) => method === 'GET' && url.includes(
 async function fresh(): Promise<{ cp: BucketControlPlane; token: string; p: string }> {
   const p = `f${++n}`;
   await publishTo(s3, p, data);
-  const cp = await startBucketControlPlane(s3, p, { ...viaProxy(), s3TimeoutMs: 400, publicationPollMs: 50 });
+  const cp = await startBucketControlPlane(s3, p, { ...viaProxy(), s3TimeoutMs: 1_500, publicationPollMs: 50 });
   const token = (await cp.createSession({ kind: 'team', creator: 'alice', team: 'payments' })).token;
   return { cp, token, p };
 }
@@ -56,7 +56,7 @@ describe('faults of the object store while serving', () => {
     { mode: { kind: 'truncate' }, status: 503, message: /cannot reach|no complete answer/ },
     { mode: { kind: 'status', status: 500, body: '<Error><Code>InternalError</Code></Error>' }, status: 503, message: /answered HTTP 500 InternalError/ },
     { mode: { kind: 'reset' }, status: 503, message: /cannot reach .*\(ECONNRESET\)/ },
-    { mode: { kind: 'hang' }, status: 503, message: /no complete answer from .* within 400 ms \(--s3-timeout\)/ },
+    { mode: { kind: 'hang' }, status: 503, message: /no complete answer from .* within 1500 ms \(--s3-timeout\)/ },
   ];
   for (const c of cases) {
     it(`${c.mode.kind}: ${c.status}, never the bytes; served again once the store behaves`, async () => {
@@ -117,7 +117,7 @@ describe('faults while a new publication is loaded', () => {
       await publishTo(s3, p, data);
       const deadline = Date.now() + 3_000;
       while (!cp.logs.some((l) => /cannot follow new publications/.test(l)) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25));
-      expect(cp.logs.some((l) => /cannot follow new publications: GET .*indexes.*within 400 ms/.test(l))).toBe(true);
+      expect(cp.logs.some((l) => /cannot follow new publications: GET .*indexes.*within 1500 ms/.test(l))).toBe(true);
       expect((await get(cp, token, 'team_payments/db.md')).text).toBe('db v1\n'.repeat(100));
       // Unlike a malformed publication, an outage is retried: the same pointer is taken once the store answers.
       proxy.setMode({ kind: 'pass' });

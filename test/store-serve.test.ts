@@ -59,7 +59,7 @@ async function file(cp: BucketControlPlane, token: string, path: string) {
   return { status: res.status, bytes, sha: res.headers.get(SHA256_HEADER), retryAfter: res.headers.get('retry-after'), text: bytes.toString('utf8') };
 }
 
-async function until(what: string, check: () => Promise<boolean> | boolean, ms = 10_000): Promise<void> {
+async function until(what: string, check: () => Promise<boolean> | boolean, ms = 30_000): Promise<void> {
   const deadline = Date.now() + ms;
   while (!(await check())) {
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
@@ -332,7 +332,7 @@ describe('the store unreachable', () => {
   it('while serving: plans still answer, reads that need the store are 503 with Retry-After, and it recovers', async () => {
     const p = prefix();
     await publishTo(s3, p, dir);
-    const cp = await startBucketControlPlane(s3, p, { publicationPollMs: 50, s3TimeoutMs: 500 });
+    const cp = await startBucketControlPlane(s3, p, { publicationPollMs: 50, s3TimeoutMs: 1_500 });
     try {
       const s = await cp.createSession({ kind: 'team', creator: 'alice', team: 'payments' });
       expect((await file(cp, s.token, 'team_payments/DUTY.md')).status).toBe(200);

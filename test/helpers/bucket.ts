@@ -105,6 +105,8 @@ export async function startBucketControlPlane(s3: TestS3, prefix: string, option
     stateFile: join(dir, 'state.json'),
     auditLog: join(dir, 'audit.log'),
     publicationPollMs: 100,
+    // Generous: s3rver on a loaded 2-CPU machine can take seconds; fault tests set their own.
+    s3TimeoutMs: 10_000,
     ...options,
     deps: {
       ...options.deps,
