@@ -108,11 +108,13 @@ export class BucketPackStore implements PackStore {
     return err;
   }
 
-  private logOnce(line: string): void {
-    if (this.logged.has(line)) return;
+  /** Logs `line` unless it was logged already; true when it was logged now. */
+  private logOnce(line: string): boolean {
+    if (this.logged.has(line)) return false;
     if (this.logged.size > 10_000) this.logged.clear();
     this.logged.add(line);
     this.options.log(line);
+    return true;
   }
 
   /** The publication being served; null before the first `refresh` succeeded. */
@@ -124,10 +126,6 @@ export class BucketPackStore implements PackStore {
   get directory(): Directory {
     if (this.current === null) throw new KnowledgeError('unavailable', `${this.options.store.description}: no publication loaded yet`);
     return this.current.directory;
-  }
-
-  get cache(): BlobCache {
-    return this.blobs;
   }
 
   cacheCounts(): { hits: number; misses: number } {
@@ -144,9 +142,9 @@ export class BucketPackStore implements PackStore {
 
   /**
    * Follows the pointer. Throws an ObjectStoreError when the store is
-   * unreachable (nothing changes), and a PublicationError when there is no
-   * valid publication at all yet; once one is served, a malformed new one is
-   * logged and answered `'refused'`.
+   * unreachable (nothing changes), and an `unavailable` KnowledgeError when
+   * there is no valid publication at all yet; once one is served, a
+   * malformed new one is logged and answered `'refused'`.
    */
   refresh(): Promise<RefreshOutcome> {
     const next = this.queue.then(() => this.doRefresh());
@@ -176,8 +174,8 @@ export class BucketPackStore implements PackStore {
       if (!(err instanceof PublicationError)) throw err;
       const where = `${store.description}: refusing the publication: ${err.message}`;
       if (this.current === null) throw new KnowledgeError('unavailable', where);
-      this.logOnce(`${where}; still serving the one published ${this.current.pointer.publishedAt}`);
-      this.metrics.inc(M.publications, { result: 'refused' });
+      // A pointer that is gone is asked for again every poll: count (and log) each refusal once.
+      if (this.logOnce(`${where}; still serving the one published ${this.current.pointer.publishedAt}`)) this.metrics.inc(M.publications, { result: 'refused' });
       this.refusedEtag = got?.etag;
       return 'refused';
     }

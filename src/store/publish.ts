@@ -162,10 +162,10 @@ export async function publish(options: PublishOptions): Promise<PublishResult> {
   const previous = await readPrevious(store, log);
   const previousIndexes = new Map<ScopeName, ScopeSnapshot>();
   if (previous !== null) {
-    for (const [scope, version] of Object.entries(previous.scopes)) {
+    await eachLimited(Object.entries(previous.scopes), concurrency, async ([scope, version]) => {
       const index = await readIndex(store, scope, version);
       if (index !== null) previousIndexes.set(scope, index);
-    }
+    });
   }
 
   // Blobs: each distinct sha256 once, from the first file that has it.
