@@ -24,8 +24,12 @@ function discard(body: Dispatcher.ResponseData['body']): void {
   body.destroy();
 }
 
+/** Each segment RFC 3986-encoded, exactly as Signature V4 canonicalises it, so the path sent is the path signed. */
 function encodeKeyPath(key: string): string {
-  return key.split('/').map(encodeURIComponent).join('/');
+  return key
+    .split('/')
+    .map((segment) => encodeURIComponent(segment).replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`))
+    .join('/');
 }
 
 function decodeXml(text: string): string {
