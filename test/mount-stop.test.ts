@@ -49,8 +49,6 @@ fuseSuite('stopping the mount daemon', () => {
     expect((await run('cat', [`${m.mountpoint}/account/DUTY.md`])).stdout).toBe('# Account\n');
     expect((await run('fusermount', ['-uz', m.mountpoint])).code).toBe(0);
     expect(isMounted(m.mountpoint)).toBe(false);
-    // The native binding hears of the detach from the kernel; give that a moment so both bindings meet the same state.
-    await new Promise((r) => setTimeout(r, 500));
     m.child.kill(signal);
     const { result } = await exitWithin(m, 30_000);
     expect(result).not.toBeNull();

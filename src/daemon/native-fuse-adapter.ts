@@ -35,6 +35,7 @@ import { ROOT_INO, type DirNode, type NodeStat, type Tree, type TreeNode } from 
 import { ErrnoMapper } from './errno.js';
 import type { KnowledgeFilesystem } from './filesystem.js';
 import type { FuseMount, FuseMountOptions } from './fuse-adapter.js';
+import { mountEntry } from './stale-mount.js';
 
 const E = constants.errno;
 
@@ -184,25 +185,28 @@ export class NativeFuseSession implements FuseMount {
   }
 
   unmount(): Promise<void> {
-    this.unmounted ??= new Promise<void>((resolve) => {
-      // Detached underneath us (fusermount -uz, a container runtime): nothing left to unmount.
-      if (this.hasEnded) {
-        this.opts.log(`${this.mountpoint} was already detached (the kernel had closed its FUSE session); stopping`);
-        resolve();
-        return;
-      }
-      this.native.unmount();
-      // A reader still holding a file keeps the kernel's session open after a lazy unmount; don't wait for it forever.
-      const timer = setTimeout(() => {
+    this.unmounted ??= this.detach();
+    return this.unmounted;
+  }
+
+  private async detach(): Promise<void> {
+    // Detached underneath us (fusermount -uz, a container runtime): said once, and nothing left to wait for
+    // once the kernel has closed the session (it may not have told us yet).
+    if (this.hasEnded || (await mountEntry(this.mountpoint)) === undefined) {
+      this.opts.log(`${this.mountpoint} was already detached; stopping`);
+      if (this.hasEnded) return;
+    }
+    this.native.unmount();
+    // A reader still holding a file keeps the kernel's session open after a lazy unmount; don't wait for it forever.
+    let timer: NodeJS.Timeout | undefined;
+    const gaveUp = new Promise<void>((resolve) => {
+      timer = setTimeout(() => {
         this.native.unref();
         resolve();
       }, UNMOUNT_WAIT_MS);
-      void this.ended.then(() => {
-        clearTimeout(timer);
-        resolve();
-      });
     });
-    return this.unmounted;
+    await Promise.race([this.ended, gaveUp]);
+    clearTimeout(timer);
   }
 
   private dispatch(op: number, req: number, ino: number, fh: number, a: number, b: number, extra: string | Float64Array | undefined): void {
