@@ -6,7 +6,8 @@
 //   socket  — a bare POST /read on the daemon's control socket (undici, one
 //             kept-alive connection): the floor the library is compared with;
 //   MCP     — `read_knowledge` through the SDK's client over stdio to
-//             `knowledgefs mcp` (with its default reminder on tool results);
+//             `knowledgefs mcp`, with its default reminder on tool results
+//             and with --reminder off;
 //   CLI     — `knowledgefs read`, a Node start on top.
 //
 // The session is `reader`'s personal session bound to the first main team
@@ -52,8 +53,8 @@ async function socketRead(client, body) {
 }
 
 /** `read_knowledge` re-reads through `knowledgefs mcp`; the first result is checked against the file. */
-async function mcpRereads(socket, cwd, paths, expected, samples) {
-  const transport = new StdioClientTransport({ command: process.execPath, args: [BIN, 'mcp', '--socket', socket], env: { PATH: process.env.PATH ?? '' }, cwd, stderr: 'ignore' });
+async function mcpRereads(socket, cwd, paths, expected, samples, extraArgs = []) {
+  const transport = new StdioClientTransport({ command: process.execPath, args: [BIN, 'mcp', '--socket', socket, ...extraArgs], env: { PATH: process.env.PATH ?? '' }, cwd, stderr: 'ignore' });
   const client = new McpClient({ name: 'bench', version: '0' });
   await client.connect(transport);
   try {
@@ -112,6 +113,7 @@ export async function readToolLatency(server, workDir, { viewDir, team, extraTea
     }
 
     const mcp = await mcpRereads(mount.socket, mount.base, paths.slice(0, WARMUP), expected, mcpSamples);
+    const mcpQuiet = await mcpRereads(mount.socket, mount.base, paths.slice(0, WARMUP), expected, mcpSamples, ['--reminder', 'off']);
 
     const cli = [];
     for (let i = 0; i < cliRuns; i++) {
@@ -127,11 +129,12 @@ export async function readToolLatency(server, workDir, { viewDir, team, extraTea
       socketReread: latencySummary(raw.reread),
       unmounted: latencySummary(unmounted),
       mcpReread: latencySummary(mcp),
+      mcpRereadNoReminder: latencySummary(mcpQuiet),
       cliEndToEndMs: summarize(cli),
     };
     const pair = (s) => `p50 ${s.p50} ms p99 ${s.p99} ms`;
     log(`read tool (library): mounted first read ${pair(result.mountedFirstRead)}; re-read ${pair(result.mountedReread)}; unmounted ${pair(result.unmounted)}`);
-    log(`read tool (bare socket): first read ${pair(result.socketFirstRead)}; re-read ${pair(result.socketReread)}; MCP re-read ${pair(result.mcpReread)}; CLI median ${result.cliEndToEndMs.median?.toFixed(1)} ms`);
+    log(`read tool (bare socket): first read ${pair(result.socketFirstRead)}; re-read ${pair(result.socketReread)}; MCP re-read ${pair(result.mcpReread)}, with --reminder off ${pair(result.mcpRereadNoReminder)}; CLI median ${result.cliEndToEndMs.median?.toFixed(1)} ms`);
     return result;
   } finally {
     library.close();

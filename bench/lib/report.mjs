@@ -65,6 +65,7 @@ export function sideTable(results) {
     if (rt.socketFirstRead) rows.push(['read tool, bare POST /read on the socket, first read / re-read: p50 (ms)', `${fmtMs(rt.socketFirstRead.p50)} / ${fmtMs(rt.socketReread.p50)}`]);
     rows.push(['read tool via the library, unmounted team: p50 / p99 (ms)', `${fmtMs(rt.unmounted.p50)} / ${fmtMs(rt.unmounted.p99)}`]);
     if (rt.mcpReread) rows.push(['read_knowledge over `knowledgefs mcp` (stdio), mounted file, re-read: p50 / p99 (ms)', `${fmtMs(rt.mcpReread.p50)} / ${fmtMs(rt.mcpReread.p99)}`]);
+    if (rt.mcpRereadNoReminder) rows.push(['  the same with --reminder off: p50 / p99 (ms)', `${fmtMs(rt.mcpRereadNoReminder.p50)} / ${fmtMs(rt.mcpRereadNoReminder.p99)}`]);
     rows.push(['`knowledgefs read` CLI end to end, median (ms)', fmtMs(rt.cliEndToEndMs.median)]);
   }
   const load = results.load;
