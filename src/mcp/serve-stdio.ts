@@ -46,7 +46,7 @@ export async function serveOverStdio(
     void stop.then(resolve);
   });
   const transport = new StdioServerTransport(stdin as Readable, stdout as Writable);
-  transport.onerror = (err) => log(`ignored a message that is not JSON-RPC: ${err.message}`);
+  transport.onerror = (err) => log(`bad input on stdin, skipped: ${err.message}`);
   await server.connect(transport);
 
   // Requests received and not answered yet, so closing can wait for them.
