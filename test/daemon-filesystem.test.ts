@@ -14,6 +14,7 @@ import { ContentFetcher } from '../src/daemon/fetcher.js';
 import { KnowledgeFilesystem } from '../src/daemon/filesystem.js';
 import { GrantCache } from '../src/daemon/grant-cache.js';
 import { FakeControlClient } from './helpers/fake-control-client.js';
+import { waitFor } from './helpers/mount.js';
 
 interface Harness {
   client: FakeControlClient;
@@ -153,7 +154,8 @@ describe('open', () => {
     let release!: () => void;
     h.client.gate = new Promise((r) => (release = r));
     const opens = Array.from({ length: 20 }, () => h.fs.open('/team_x/notes.md', 0));
-    await new Promise((r) => setTimeout(r, 20));
+    // Release once the fetch is held at the control plane, with all 20 opens waiting on it.
+    expect(await waitFor(() => h.client.calls.file >= 1, 5000, 1)).toBe(true);
     release();
     const fds = await Promise.all(opens);
     expect(new Set(fds).size).toBe(20);
