@@ -186,6 +186,9 @@ describe('HttpControlClient', () => {
     expect(got.body.toString()).toBe('abc');
     expect(got.sha256).toBe('b'.repeat(64));
     expect(hits[0]?.url).toBe('/v1/files/account/dir/a%20b.md');
+    // The version the plan names goes along, for a control plane that still holds it.
+    await c.file('account', 'dir/a b.md', 3, 'c'.repeat(64));
+    expect(hits[1]?.url).toBe(`/v1/files/account/dir/a%20b.md?sha256=${'c'.repeat(64)}`);
     expect((await failure(c.file('account', 'big.md', 3))).code).toBe('integrity');
   });
 

@@ -146,6 +146,41 @@ describe('serving a publication', () => {
   });
 });
 
+describe('the version a plan names', () => {
+  it('an open naming the previous publication\'s version gets it whole; older ones and the current one get the current', async () => {
+    const p = prefix();
+    const data = await makeDataDir(spec);
+    await publishTo(s3, p, data);
+    const cp = await startBucketControlPlane(s3, p, { publicationPollMs: 50 });
+    try {
+      const s = await cp.createSession({ kind: 'team', creator: 'alice', team: 'payments' });
+      const path = 'team_payments/runbooks/db.md';
+      const at = async (version: string | null) => {
+        const res = await fetch(`${cp.url}/v1/files/${path}${version === null ? '' : `?sha256=${version}`}`, { headers: auth(s.token) });
+        return { status: res.status, text: await res.text(), sha: res.headers.get(SHA256_HEADER) };
+      };
+      for (const v of ['db v2\n', 'db v3\n']) {
+        await writeDataFile(data, 'teams/payments/runbooks/db.md', v);
+        await publishTo(s3, p, data);
+        await until(`publication ${v}`, async () => (await at(null)).text === v);
+      }
+      // v2 is the previous publication's version: served whole, under its own hash.
+      expect(await at(sha('db v2\n'))).toEqual({ status: 200, text: 'db v2\n', sha: sha('db v2\n') });
+      // v1 is two publications back, and a made-up version is no version: the current one.
+      expect(await at(sha('db v1\n'))).toEqual({ status: 200, text: 'db v3\n', sha: sha('db v3\n') });
+      expect(await at('0'.repeat(64))).toMatchObject({ status: 200, text: 'db v3\n' });
+      expect((await at('not-a-hash')).status).toBe(400);
+      // Denied stays denied, whatever version is named.
+      const other = await cp.createSession({ kind: 'team', creator: 'alice', team: 'search' });
+      const res = await fetch(`${cp.url}/v1/files/${path}?sha256=${sha('db v2\n')}`, { headers: auth(other.token) });
+      expect(res.status).toBe(403);
+    } finally {
+      await cp.close();
+      await removeDataDir(data);
+    }
+  });
+});
+
 describe('denied requests never touch the store', () => {
   it('counts object-store requests: a denial adds none, an allowed first read adds one', async () => {
     const p = prefix();

@@ -70,8 +70,12 @@ export interface ControlClient {
   plan(req: PlanRequest): Promise<Plan | null>;
   /** Resolves when the session may open files of `scope` now; throws not_found/denied otherwise. */
   grant(scope: string): Promise<void>;
-  /** Raw file bytes; more than `maxBytes` → `integrity`. Verification is the caller's job. */
-  file(scope: string, path: string, maxBytes: number): Promise<FileBody>;
+  /**
+   * Raw file bytes; more than `maxBytes` → `integrity`. Verification is the
+   * caller's job. `sha256`: the version the plan names (a control plane that
+   * still holds it may answer it rather than a newer one).
+   */
+  file(scope: string, path: string, maxBytes: number, sha256?: string): Promise<FileBody>;
   /**
    * Files of one scope in one request, in `paths` order, each verified against
    * the sha256 its frame announces (not the plan's: that is the caller's job).
@@ -299,8 +303,9 @@ export class HttpControlClient implements ControlClient {
     checkGrant(this.json(await this.call(`/v1/grants/${encodeURIComponent(scope)}`)), scope);
   }
 
-  async file(scope: string, path: string, maxBytes: number): Promise<FileBody> {
-    const reply = await this.call(`/v1/files/${encodeURIComponent(scope)}/${encodePath(path)}`, {
+  async file(scope: string, path: string, maxBytes: number, sha256?: string): Promise<FileBody> {
+    const version = sha256 === undefined ? '' : `?sha256=${sha256}`;
+    const reply = await this.call(`/v1/files/${encodeURIComponent(scope)}/${encodePath(path)}${version}`, {
       maxBytes,
       tooLarge: () => new KnowledgeError('integrity', `${scope}/${path}: the control plane sent more bytes than the plan says`),
     });

@@ -194,7 +194,7 @@ export class ContentFetcher {
     this.fetches++;
     let reply: Awaited<ReturnType<ControlClient['file']>>;
     try {
-      reply = await this.opts.client.file(ref.scope, ref.scopePath, ref.size);
+      reply = await this.opts.client.file(ref.scope, ref.scopePath, ref.size, ref.sha256);
     } catch (err) {
       this.fetchErrors++;
       // More bytes than the plan says: most likely the file grew since the plan.

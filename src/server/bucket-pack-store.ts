@@ -67,6 +67,8 @@ export type RefreshOutcome = 'unchanged' | 'switched' | 'refused';
 
 export class BucketPackStore implements PackStore {
   private current: Publication | null = null;
+  /** The publication before `current`: opens that name its versions still get them (see `read`). */
+  private previous: Publication | null = null;
   /** The etag of a pointer that was refused: not re-examined until it changes. */
   private refusedEtag: string | undefined;
   private queue: Promise<unknown> = Promise.resolve();
@@ -231,13 +233,14 @@ export class BucketPackStore implements PackStore {
   }
 
   private install(next: Publication): void {
+    this.previous = this.current;
     this.current = next;
     this.refusedEtag = undefined;
     this.generation++;
   }
 
-  private locate(scope: ScopeName, path: string): PlanFile | undefined {
-    const snapshot = this.current?.byScope.get(scope);
+  private locate(scope: ScopeName, path: string, publication = this.current): PlanFile | undefined {
+    const snapshot = publication?.byScope.get(scope);
     if (snapshot === undefined) return undefined;
     let byPath = this.paths.get(snapshot);
     if (byPath === undefined) {
@@ -247,8 +250,16 @@ export class BucketPackStore implements PackStore {
     return byPath.get(path);
   }
 
-  async read(scope: ScopeName, path: string): Promise<PackFile | null> {
-    const file = this.locate(scope, path);
+  /**
+   * With `version` (the sha256 the caller's plan names) other than the
+   * current one, the previous publication's version of the path is served
+   * when it is that one: a mount whose plan is one publication behind
+   * reads the version its tree shows, whole, instead of failing the open.
+   */
+  async read(scope: ScopeName, path: string, version?: string): Promise<PackFile | null> {
+    const current = this.locate(scope, path);
+    const earlier = version !== undefined && current?.sha256 !== version ? this.locate(scope, path, this.previous) : undefined;
+    const file = earlier !== undefined && earlier.sha256 === version ? earlier : current;
     if (file === undefined) return null;
     const bytes = await this.blobs.get(file.sha256, file.size);
     return { bytes, sha256: file.sha256, size: file.size, mtimeMs: file.mtimeMs };

@@ -21,8 +21,15 @@ export interface PackStore {
   scopes(): readonly ScopeSnapshot[];
   /** The scope's current snapshot, or undefined if it has no pack. */
   snapshot(scope: ScopeName): ScopeSnapshot | undefined;
-  /** The file's bytes and their hash, or null if the scope or file does not exist. */
-  read(scope: ScopeName, path: string): Promise<PackFile | null>;
+  /**
+   * The file's bytes and their hash, or null if the scope or file does not
+   * exist. `version` is the sha256 the caller's plan names: a store that
+   * still holds that earlier version of this path (a publication store keeps
+   * the previous publication) may answer it instead of the current one, so
+   * an open racing a new publication gets the version it expects; the
+   * answer's sha256 says which version it is. Other stores ignore it.
+   */
+  read(scope: ScopeName, path: string, version?: string): Promise<PackFile | null>;
   /**
    * Optional fast path for batches: the same checks and the same answer as
    * `read`, done synchronously (one async fs call costs more than reading a

@@ -77,7 +77,7 @@ export function createRouter(ctx: RouteContext): Handler {
     const session = await requireRunner(req);
     if (method === 'GET' && rawPath === '/v1/session') return jsonResponse(200, sessionView(session));
     if (method === 'GET' && rawPath === '/v1/plan') return planRoute(ctx, session, req);
-    if (method === 'GET' && rawPath.startsWith('/v1/files/')) return filesRoute(ctx, session, rawPath.slice('/v1/files/'.length));
+    if (method === 'GET' && rawPath.startsWith('/v1/files/')) return filesRoute(ctx, session, rawPath.slice('/v1/files/'.length), req.query.get('sha256'));
     if (method === 'GET' && rawPath.startsWith('/v1/grants/')) return grantsRoute(ctx, session, rawPath.slice('/v1/grants/'.length));
     if (method === 'POST' && rawPath === '/v1/batch') return batchRoute(ctx, session, req);
     if (method === 'POST' && rawPath === '/v1/read') return readRoute(ctx, session, req);

@@ -25,12 +25,15 @@ export function sessionView(session: SessionRecord): SessionView {
   };
 }
 
-export async function filesRoute(ctx: RouteContext, session: SessionRecord, rest: string): Promise<ApiResponse> {
+export async function filesRoute(ctx: RouteContext, session: SessionRecord, rest: string, version: string | null = null): Promise<ApiResponse> {
   const { scope, path } = parseEncodedScopePath(rest, true);
+  if (version !== null && !/^[0-9a-f]{64}$/.test(version)) {
+    throw new KnowledgeError('invalid_argument', `sha256 must be 64 lowercase hex digits, got "${version.slice(0, 80)}"`);
+  }
   const what = `${scope}/${path}`;
   const decision = await decider(ctx, session).decide(scope, 'open');
   if (!decision.allowed) return denialResponse(session, decision, what);
-  const file = await ctx.store.read(scope, path);
+  const file = await ctx.store.read(scope, path, version ?? undefined);
   if (file === null) return notFound(what);
   return {
     status: 200,
