@@ -127,12 +127,14 @@ async function deployment(n, { dataDir, teams, runners, workDir, pgc, rounds }) 
     // Every runner's first plan (its ETag), not measured: a full plan is the mount's, not the steady state's.
     const planPath = '/v1/plan?threshold=1';
     await Promise.all(clients.map(async (r) => {
-      r.etag = (await get(r.client, planPath, r.token)).etag;
+      const res = await get(r.client, planPath, r.token);
+      if (res.status !== 200 || typeof res.etag !== 'string') throw new Error(`first plan → ${res.status}, etag ${res.etag}`);
+      r.etag = res.etag;
     }));
     const out = { replicas: n };
     out.plan304 = await phase('plan-304', clients, rounds.plan, async (r) => {
       const res = await get(r.client, planPath, r.token, { 'if-none-match': r.etag });
-      if (res.status !== 304) throw new Error(`plan with If-None-Match → ${res.status}`);
+      if (res.status !== 304) throw new Error(`plan with If-None-Match ${r.etag} → ${res.status}, etag ${res.etag}`);
     }, ctx);
     out.grant = await phase('grant', clients, rounds.grant, async (r, i) => {
       const scope = i % 2 === 0 ? 'account' : `team_${r.team}`;

@@ -164,7 +164,8 @@ export class PgSessionState implements SessionState {
   private confirmedAt = -Infinity;
   private lostReason = 'not connected yet';
   private timer: NodeJS.Timeout | null = null;
-  private beating = false;
+  /** The heartbeat in flight (timer or on demand); callers share it. */
+  private confirming: Promise<void> | null = null;
   private lastStats: SessionStats = { team: 0, personal: 0, mountedTeams: 0 };
   private statsAt = -Infinity;
   private closed = false;
@@ -250,7 +251,7 @@ export class PgSessionState implements SessionState {
   }
 
   async find(id: string): Promise<SessionRecord | undefined> {
-    this.assertTrusted();
+    await this.ensureTrusted();
     const cached = this.byId.get(id);
     if (cached !== undefined) return cached.record;
     const { rows } = await this.query<SessionRow>(`${SELECT_SESSION} WHERE s.id = $1`, [id]);
@@ -264,7 +265,7 @@ export class PgSessionState implements SessionState {
   }
 
   async authenticate(token: string): Promise<SessionRecord | null> {
-    this.assertTrusted();
+    await this.ensureTrusted();
     const hash = hashToken(token);
     const id = this.idByToken.get(hash);
     let entry = id === undefined ? undefined : this.byId.get(id);
@@ -369,9 +370,23 @@ export class PgSessionState implements SessionState {
 
   // --- cache ---------------------------------------------------------------
 
-  private assertTrusted(): void {
+  private fresh(): boolean {
+    return this.now() - this.confirmedAt <= 2 * this.opts.heartbeatMs;
+  }
+
+  /**
+   * The cache may answer only while a heartbeat confirmed it within the
+   * bound. A replica too busy to run its heartbeat on time (a burst of
+   * requests holding the event loop) confirms on demand: one heartbeat on
+   * the listening connection, shared by every request waiting for it, which
+   * also delivers any notification still unread. Without a listening
+   * connection, or when that heartbeat fails, the request is refused.
+   */
+  private async ensureTrusted(): Promise<void> {
     if (this.closed) throw new KnowledgeError('unavailable', 'session state: closing');
-    if (this.now() - this.confirmedAt <= 2 * this.opts.heartbeatMs) return;
+    // Twice: a heartbeat already in flight may have started before the bound.
+    for (let i = 0; i < 2 && !this.fresh() && this.listener !== null; i++) await this.confirm();
+    if (this.fresh()) return;
     throw new KnowledgeError('unavailable', `session state unavailable: lost contact with PostgreSQL at ${this.where} (${this.lostReason}); retry shortly`);
   }
 
@@ -549,14 +564,16 @@ export class PgSessionState implements SessionState {
   }
 
   private async heartbeat(): Promise<void> {
-    if (this.closed || this.beating) return;
-    this.beating = true;
-    try {
-      await this.beat();
-      if (this.now() - this.statsAt >= STATS_EVERY_MS) await this.refreshStats().catch(() => undefined);
-    } finally {
-      this.beating = false;
-    }
+    if (this.closed || this.confirming !== null) return;
+    await this.confirm();
+    if (this.now() - this.statsAt >= STATS_EVERY_MS) await this.refreshStats().catch(() => undefined);
+  }
+
+  private confirm(): Promise<void> {
+    this.confirming ??= this.beat().finally(() => {
+      this.confirming = null;
+    });
+    return this.confirming;
   }
 
   private async beat(): Promise<void> {
@@ -571,7 +588,10 @@ export class PgSessionState implements SessionState {
       return;
     }
     const startedAt = this.now();
-    const timeout = new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`no heartbeat answer within ${this.opts.heartbeatMs * 2} ms`)), this.opts.heartbeatMs * 2).unref());
+    // Trust already lapses with the bound; this only decides when the connection counts as dead (a busy
+    // event loop runs this timer before reading the answer, so it must not be as tight as the bound).
+    const limitMs = Math.max(2 * this.opts.heartbeatMs, this.timeoutMs);
+    const timeout = new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`no heartbeat answer within ${limitMs} ms`)), limitMs).unref());
     try {
       await Promise.race([client.query('SELECT 1'), timeout]);
       if (this.listener === client) this.confirmedAt = Math.max(this.confirmedAt, startedAt);
