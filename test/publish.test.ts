@@ -3,7 +3,6 @@
 // what a failure midway leaves behind (the previous publication, current).
 
 import { spawn } from 'node:child_process';
-import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KnowledgeError } from '../src/core/errors.js';
 import { POINTER_KEY, parsePointer } from '../src/core/publication.js';
@@ -12,8 +11,6 @@ import { countingStore, publishTo, s3Store, type CountingStore } from './helpers
 import { BIN } from './helpers/control-plane.js';
 import { makeDataDir, removeDataDir, writeDataFile, type DataDirSpec } from './helpers/data-dir.js';
 import { startS3, type TestS3 } from './helpers/s3rver.js';
-
-const sha = (s: string | Buffer) => createHash('sha256').update(s).digest('hex');
 
 const spec: DataDirSpec = {
   teams: { payments: 'Payments' },
@@ -276,4 +273,3 @@ describe('knowledgefs publish (CLI)', () => {
   });
 });
 
-void sha;
