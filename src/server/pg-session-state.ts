@@ -17,11 +17,14 @@
 // `heartbeatMs`. A heartbeat that started at time T and completed proves
 // that every notification committed before T has been received (PostgreSQL
 // sends pending notifications before answering a query). The cache is used
-// only while such a T lies within `2 × heartbeatMs` of now; otherwise every
-// request that needs a session is refused with `unavailable` (503 with
-// Retry-After) until the connection is back and every cached session has
-// been reloaded. So a revocation committed at time R is honoured by every
-// replica by R + 2 × heartbeatMs, or that replica refuses the token.
+// only while such a T lies within `2 × heartbeatMs` of now. Past that, a
+// request that needs a session first runs a heartbeat itself (one, shared
+// by every request waiting: a replica too busy to run the timer's on time
+// is not down); if that fails, or the listening connection is gone, it is
+// refused with `unavailable` (503 with Retry-After) until the connection is
+// back and every cached session has been reloaded. So a revocation
+// committed at time R is honoured by every replica by R + 2 × heartbeatMs,
+// or that replica refuses the token.
 
 import pg from 'pg';
 import { timingSafeEqual } from 'node:crypto';
@@ -338,17 +341,19 @@ export class PgSessionState implements SessionState {
     if (updates.length === 0) return;
     const change: PgChange = { kind: 'reminded', updates };
     // Each update holds only if the entry is still the one the reminder saw: a newer read wins.
+    // The read-set changes join `s`, so the session row is locked first, as a read locks it
+    // (knowledgefs_record_read): the same order, so the two never deadlock.
     const { rows } = await this.query<{ version: string }>(
-      `WITH c AS (
+      `WITH s AS (
+         UPDATE knowledgefs_sessions SET version = version + 1 WHERE id = $1 RETURNING version
+       ), c AS (
          SELECT * FROM unnest($2::text[], $3::text[], $4::text[]) AS c(path, old, next)
        ), u AS (
-         UPDATE knowledgefs_read_set r SET sha256 = c.next FROM c
+         UPDATE knowledgefs_read_set r SET sha256 = c.next FROM c, s
          WHERE r.session_id = $1 AND r.path = c.path AND r.sha256 = c.old AND c.next IS NOT NULL
        ), d AS (
-         DELETE FROM knowledgefs_read_set r USING c
+         DELETE FROM knowledgefs_read_set r USING c, s
          WHERE r.session_id = $1 AND r.path = c.path AND r.sha256 = c.old AND c.next IS NULL
-       ), s AS (
-         UPDATE knowledgefs_sessions SET version = version + 1 WHERE id = $1 RETURNING version
        )
        SELECT s.version, pg_notify('${CHANNEL}', $1 || ' ' || s.version || ' ' || $5) AS notified FROM s`,
       [record.id, updates.map((u) => u[0]), updates.map((u) => u[1]), updates.map((u) => u[2]), this.payload(change)],
