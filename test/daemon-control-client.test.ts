@@ -9,10 +9,10 @@ import { createHash } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { KnowledgeError } from '../src/core/errors.js';
 import { buildPlan, snapshotScope } from '../src/core/plan.js';
 import { BATCH_CONTENT_TYPE } from '../src/core/wire.js';
 import { HttpControlClient } from '../src/daemon/control-client.js';
+import { failure } from './helpers/fake-control-client.js';
 import { waitFor } from './helpers/mount.js';
 
 type Handler = (req: IncomingMessage, res: ServerResponse, n: number) => void;
@@ -34,16 +34,6 @@ const json = (res: ServerResponse, status: number, body: unknown) => {
   res.writeHead(status, { 'content-type': 'application/json' });
   res.end(JSON.stringify(body));
 };
-
-async function failure(p: Promise<unknown>): Promise<KnowledgeError> {
-  try {
-    await p;
-  } catch (err) {
-    if (err instanceof KnowledgeError) return err;
-    throw err;
-  }
-  throw new Error('expected a failure');
-}
 
 const PLAN = buildPlan({
   sessionId: 'ses_1',

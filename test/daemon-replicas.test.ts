@@ -8,8 +8,8 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { KnowledgeError } from '../src/core/errors.js';
 import { HttpControlClient, parseServerUrls } from '../src/daemon/control-client.js';
+import { failure } from './helpers/fake-control-client.js';
 
 type Behaviour = 'ok' | '503' | 'hang';
 
@@ -70,16 +70,6 @@ function client(urls: string[], timeoutMs = 2000): HttpControlClient {
   const c = new HttpControlClient({ serverUrl: urls.join(','), token: 'tok', requestTimeoutMs: timeoutMs });
   clients.push(c);
   return c;
-}
-
-async function failure(p: Promise<unknown>): Promise<KnowledgeError> {
-  try {
-    await p;
-  } catch (err) {
-    if (err instanceof KnowledgeError) return err;
-    throw err;
-  }
-  throw new Error('expected a failure');
 }
 
 const a = () => replicas[0] as Replica;

@@ -47,6 +47,23 @@ afterAll(async () => {
 
 const auth = (token: string) => ({ authorization: `Bearer ${token}` });
 
+/**
+ * A publication under a fresh prefix and a control plane serving it. With
+ * `ownData` the test gets a data directory of its own to change and
+ * republish; `close` stops the control plane and removes that directory.
+ */
+async function serving(options: Parameters<typeof startBucketControlPlane>[2] = {}, { ownData = false } = {}) {
+  const p = prefix();
+  const data = ownData ? await makeDataDir(spec) : dir;
+  await publishTo(s3, p, data);
+  const cp = await startBucketControlPlane(s3, p, options);
+  const close = async () => {
+    await cp.close();
+    if (ownData) await removeDataDir(data);
+  };
+  return { p, data, cp, close };
+}
+
 async function plan(cp: BucketControlPlane, token: string): Promise<Plan> {
   const res = await fetch(`${cp.url}/v1/plan`, { headers: auth(token) });
   expect(res.status).toBe(200);
@@ -73,9 +90,7 @@ function filesOf(p: Plan, scope: string): Record<string, string> {
 
 describe('serving a publication', () => {
   it('serves the same plan and bytes the directory holds, verified by sha256', async () => {
-    const p = prefix();
-    await publishTo(s3, p, dir);
-    const cp = await startBucketControlPlane(s3, p);
+    const { cp, close } = await serving();
     try {
       const s = await cp.createSession({ kind: 'personal', creator: 'alice', team: 'payments' });
       const got = await plan(cp, s.token);
@@ -90,15 +105,12 @@ describe('serving a publication', () => {
       expect(manifest.text).toContain('# Payments duty');
       expect((await file(cp, s.token, 'team_payments/nope.md')).status).toBe(404);
     } finally {
-      await cp.close();
+      await close();
     }
   });
 
   it('follows a new publication without a rescan, and an unchanged pointer costs one conditional GET a poll', async () => {
-    const p = prefix();
-    const data = await makeDataDir(spec);
-    await publishTo(s3, p, data);
-    const cp = await startBucketControlPlane(s3, p, { publicationPollMs: 50 });
+    const { p, data, cp, close } = await serving({ publicationPollMs: 50 }, { ownData: true });
     try {
       const s = await cp.createSession({ kind: 'team', creator: 'alice', team: 'payments' });
       const before = await plan(cp, s.token);
@@ -117,16 +129,12 @@ describe('serving a publication', () => {
       expect((await file(cp, s.token, 'team_payments/new.md')).text).toBe('new\n');
       expect((await file(cp, s.token, 'team_payments/runbooks/db.md')).text).toBe('db v2\n');
     } finally {
-      await cp.close();
-      await removeDataDir(data);
+      await close();
     }
   });
 
   it('a plan long-poll answers as soon as a new publication arrives', async () => {
-    const p = prefix();
-    const data = await makeDataDir(spec);
-    await publishTo(s3, p, data);
-    const cp = await startBucketControlPlane(s3, p, { publicationPollMs: 50 });
+    const { p, data, cp, close } = await serving({ publicationPollMs: 50 }, { ownData: true });
     try {
       const s = await cp.createSession({ kind: 'team', creator: 'alice', team: 'payments' });
       const first = await fetch(`${cp.url}/v1/plan`, { headers: auth(s.token) });
@@ -140,18 +148,14 @@ describe('serving a publication', () => {
       expect(res.status).toBe(200);
       expect(filesOf((await res.json()) as Plan, 'team_payments')['DUTY.md']).toBe(sha('# Payments duty v2\n'));
     } finally {
-      await cp.close();
-      await removeDataDir(data);
+      await close();
     }
   });
 });
 
 describe('the version a plan names', () => {
   it('an open naming the previous publication\'s version gets it whole; older ones and the current one get the current', async () => {
-    const p = prefix();
-    const data = await makeDataDir(spec);
-    await publishTo(s3, p, data);
-    const cp = await startBucketControlPlane(s3, p, { publicationPollMs: 50 });
+    const { p, data, cp, close } = await serving({ publicationPollMs: 50 }, { ownData: true });
     try {
       const s = await cp.createSession({ kind: 'team', creator: 'alice', team: 'payments' });
       const path = 'team_payments/runbooks/db.md';
@@ -175,17 +179,14 @@ describe('the version a plan names', () => {
       const res = await fetch(`${cp.url}/v1/files/${path}?sha256=${sha('db v2\n')}`, { headers: auth(other.token) });
       expect(res.status).toBe(403);
     } finally {
-      await cp.close();
-      await removeDataDir(data);
+      await close();
     }
   });
 });
 
 describe('denied requests never touch the store', () => {
   it('counts object-store requests: a denial adds none, an allowed first read adds one', async () => {
-    const p = prefix();
-    await publishTo(s3, p, dir);
-    const cp = await startBucketControlPlane(s3, p, { publicationPollMs: 60_000 });
+    const { cp, close } = await serving({ publicationPollMs: 60_000 });
     try {
       const team = await cp.createSession({ kind: 'team', creator: 'alice', team: 'payments' });
       const personal = await cp.createSession({ kind: 'personal', creator: 'alice', team: 'payments' });
@@ -204,16 +205,14 @@ describe('denied requests never touch the store', () => {
       expect((await file(cp, team.token, 'team_payments/runbooks/db.md')).status).toBe(200);
       expect(cp.store.total()).toBe(before + 1);
     } finally {
-      await cp.close();
+      await close();
     }
   });
 });
 
 describe('metrics with a publication', () => {
   it('count blob-cache hits and misses as the reads went, and each publication poll as a scan', async () => {
-    const p = prefix();
-    await publishTo(s3, p, dir);
-    const cp = await startBucketControlPlane(s3, p, { publicationPollMs: 50 });
+    const { cp, close } = await serving({ publicationPollMs: 50 });
     try {
       const team = await cp.createSession({ kind: 'team', creator: 'alice', team: 'payments' });
       const before = await scrape(`${cp.url}/metrics`, cp.adminToken);
@@ -227,23 +226,20 @@ describe('metrics with a publication', () => {
       expect(delta('knowledgefs_pack_scans_total', { kind: 'full', result: 'ok' })).toBeGreaterThanOrEqual(2);
       expect(value(after, 'knowledgefs_pack_files')).toBe(cp.cp.store.scopes().reduce((n, x) => n + x.files.length, 0));
     } finally {
-      await cp.close();
+      await close();
     }
   });
 });
 
 describe('malformed publications are refused whole', () => {
   async function setup() {
-    const p = prefix();
-    const data = await makeDataDir(spec);
-    await publishTo(s3, p, data);
-    const cp = await startBucketControlPlane(s3, p, { publicationPollMs: 50 });
+    const { p, data, cp, close } = await serving({ publicationPollMs: 50 }, { ownData: true });
     const s = await cp.createSession({ kind: 'team', creator: 'alice', team: 'payments' });
     const good = await plan(cp, s.token);
     const raw = s3Store(s3, p);
     const pointerBytes = (await raw.get(POINTER_KEY, { maxBytes: 1 << 20 })) as { bytes: Buffer };
     const pointer = parsePointer(pointerBytes.bytes);
-    return { p, data, cp, s, good, raw, pointer };
+    return { p, data, cp, close, s, good, raw, pointer };
   }
 
   const cases: { name: string; log: RegExp; corrupt: (ctx: Awaited<ReturnType<typeof setup>>) => Promise<void> }[] = [
@@ -302,8 +298,7 @@ describe('malformed publications are refused whole', () => {
         await until('the good publication', async () => (await file(ctx.cp, ctx.s.token, 'team_payments/runbooks/db.md')).text === 'db v4\n');
       } finally {
         await ctx.raw.close();
-        await ctx.cp.close();
-        await removeDataDir(ctx.data);
+        await ctx.close();
       }
     });
   }
@@ -317,18 +312,15 @@ describe('malformed publications are refused whole', () => {
       expect((await plan(ctx.cp, ctx.s.token)).version).toBe(ctx.good.version);
     } finally {
       await ctx.raw.close();
-      await ctx.cp.close();
-      await removeDataDir(ctx.data);
+      await ctx.close();
     }
   });
 });
 
 describe('integrity', () => {
   it('a blob whose bytes do not match its sha256 is a 502 integrity error and never served', async () => {
-    const p = prefix();
-    await publishTo(s3, p, dir);
+    const { p, cp, close } = await serving();
     const raw = s3Store(s3, p);
-    const cp = await startBucketControlPlane(s3, p);
     try {
       await raw.put(blobKey(sha('db v1\n')), Buffer.from('db vX\n'));
       const s = await cp.createSession({ kind: 'team', creator: 'alice', team: 'payments' });
@@ -347,7 +339,7 @@ describe('integrity', () => {
       expect((await file(cp, s.token, 'team_payments/runbooks/db.md')).text).toBe('db v1\n');
     } finally {
       await raw.close();
-      await cp.close();
+      await close();
     }
   });
 });
@@ -365,9 +357,7 @@ describe('the store unreachable', () => {
   });
 
   it('while serving: plans still answer, reads that need the store are 503 with Retry-After, and it recovers', async () => {
-    const p = prefix();
-    await publishTo(s3, p, dir);
-    const cp = await startBucketControlPlane(s3, p, { publicationPollMs: 50, s3TimeoutMs: 1_500 });
+    const { cp, close } = await serving({ publicationPollMs: 50, s3TimeoutMs: 1_500 });
     try {
       const s = await cp.createSession({ kind: 'team', creator: 'alice', team: 'payments' });
       expect((await file(cp, s.token, 'team_payments/DUTY.md')).status).toBe(200);
@@ -393,7 +383,7 @@ describe('the store unreachable', () => {
     } finally {
       s3.resume();
       await s3.start();
-      await cp.close();
+      await close();
     }
   });
 });
@@ -450,10 +440,7 @@ describe('knowledgefs serve --store (CLI)', () => {
 
 describe('metrics', () => {
   it('counts object-store requests and publications taken and refused', async () => {
-    const p = prefix();
-    const data = await makeDataDir(spec);
-    await publishTo(s3, p, data);
-    const cp = await startBucketControlPlane(s3, p, { publicationPollMs: 50 });
+    const { p, data, cp, close } = await serving({ publicationPollMs: 50 }, { ownData: true });
     try {
       const s = await cp.createSession({ kind: 'team', creator: 'alice', team: 'payments' });
       await writeDataFile(data, 'teams/payments/DUTY.md', '# Payments v2\n');
@@ -471,8 +458,7 @@ describe('metrics', () => {
       expect(value(after, 'knowledgefs_object_store_requests_total', { op: 'head', result: 'ok' })).toBeGreaterThan(0);
       expect(value(after, 'knowledgefs_object_store_request_duration_seconds', { op: 'get' })).toBe(value(after, 'knowledgefs_object_store_requests_total', { op: 'get' }));
     } finally {
-      await cp.close();
-      await removeDataDir(data);
+      await close();
     }
   });
 });

@@ -11,6 +11,17 @@ import type { ManifestResponse, ReadRequest, ReadResponse, ReminderResponse, Ses
 
 export const sha256 = (b: Buffer | string) => createHash('sha256').update(b).digest('hex');
 
+/** The KnowledgeError a control-client call rejects with; anything else (or success) fails the test. */
+export async function failure(p: Promise<unknown>): Promise<KnowledgeError> {
+  try {
+    await p;
+  } catch (err) {
+    if (err instanceof KnowledgeError) return err;
+    throw err;
+  }
+  throw new Error('expected a failure');
+}
+
 export type Fault = 'none' | 'unavailable' | 'hang' | 'flip' | 'unauthorized';
 
 export class FakeControlClient implements ControlClient {
