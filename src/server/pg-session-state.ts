@@ -27,12 +27,11 @@
 // or that replica refuses the token.
 
 import pg from 'pg';
-import { timingSafeEqual } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 import { KnowledgeError } from '../core/errors.js';
 import type { SessionKind } from '../core/policy.js';
 import { loadMigrations, migrate } from './pg-migrations.js';
-import { hashToken, MAX_READ_SET, newSession, type ReadSetEntry, type SessionRecord } from './session-registry.js';
+import { applyRead, hashToken, holdsToken, MAX_READ_SET, newSession, type ReadSetEntry, type SessionRecord } from './session-registry.js';
 import type { NewSession, SessionState, SessionStats } from './session-state.js';
 
 export const CHANNEL = 'knowledgefs_sessions';
@@ -114,9 +113,7 @@ function applyChange(record: SessionRecord, change: PgChange): void {
   if (change.kind === 'revoke') {
     record.revoked = true;
   } else if (change.kind === 'read') {
-    if (change.mount !== undefined && !record.mounted.includes(change.mount)) record.mounted = [...record.mounted, change.mount];
-    const next = [...record.readSet.filter((e) => e.path !== change.entry.path), { ...change.entry }];
-    record.readSet = next.length > MAX_READ_SET ? next.slice(next.length - MAX_READ_SET) : next;
+    applyRead(record, { ...change.entry }, change.mount);
   } else if (change.kind === 'reminded') {
     let next = record.readSet;
     for (const [path, old, sha256] of change.updates) {
@@ -277,9 +274,7 @@ export class PgSessionState implements SessionState {
       if (entryFound === null) return null;
       entry = entryFound;
     }
-    const stored = Buffer.from(entry.record.tokenHash, 'hex');
-    const presented = Buffer.from(hash, 'hex');
-    if (stored.length !== presented.length || !timingSafeEqual(stored, presented)) return null;
+    if (!holdsToken(entry.record, hash)) return null;
     return entry.record.revoked ? null : entry.record;
   }
 

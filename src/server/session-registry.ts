@@ -84,6 +84,19 @@ function withRead(readSet: readonly ReadSetEntry[], entry: ReadSetEntry): ReadSe
   return next.length > MAX_READ_SET ? next.slice(next.length - MAX_READ_SET) : next;
 }
 
+/** Applies an acknowledged read (and its mount, if any) to a record: what every session state does with one. */
+export function applyRead(record: SessionRecord, entry: ReadSetEntry, mount: string | undefined): void {
+  if (mount !== undefined && !record.mounted.includes(mount)) record.mounted = [...record.mounted, mount];
+  record.readSet = withRead(record.readSet, entry);
+}
+
+/** True when `presentedHash` (hashToken of a presented token) is the record's, compared in constant time. */
+export function holdsToken(record: SessionRecord, presentedHash: string): boolean {
+  const stored = Buffer.from(record.tokenHash, 'hex');
+  const presented = Buffer.from(presentedHash, 'hex');
+  return stored.length === presented.length && timingSafeEqual(stored, presented);
+}
+
 function copyRecord(s: SessionRecord): SessionRecord {
   return { ...s, mounted: [...(s.mounted ?? [])], readSet: [...(s.readSet ?? [])] };
 }
@@ -98,10 +111,7 @@ function replay(byId: Map<string, SessionRecord>, change: StateChange): void {
   if (record === undefined) return;
   if (change.kind === 'revoke') record.revoked = true;
   else if (change.kind === 'readSet') record.readSet = [...change.readSet];
-  else {
-    if (change.mount !== undefined && !record.mounted.includes(change.mount)) record.mounted = [...record.mounted, change.mount];
-    record.readSet = withRead(record.readSet, change.entry);
-  }
+  else applyRead(record, change.entry, change.mount);
 }
 
 /** The embedded mode's session state: every session in memory, changes journalled to a local file. */
@@ -160,17 +170,11 @@ export class SessionRegistry implements SessionState {
     return () => this.listeners.delete(listener);
   }
 
-  async authenticate(token: string): Promise<SessionRecord | null> {
-    return this.authenticateSync(token);
-  }
-
   /** The live session holding `token`, or null. Revoked sessions never match. */
-  authenticateSync(token: string): SessionRecord | null {
-    const presented = Buffer.from(hashToken(token), 'hex');
-    const record = this.byTokenHash.get(presented.toString('hex'));
-    if (record === undefined) return null;
-    const stored = Buffer.from(record.tokenHash, 'hex');
-    if (stored.length !== presented.length || !timingSafeEqual(stored, presented)) return null;
+  async authenticate(token: string): Promise<SessionRecord | null> {
+    const hash = hashToken(token);
+    const record = this.byTokenHash.get(hash);
+    if (record === undefined || !holdsToken(record, hash)) return null;
     return record.revoked ? null : record;
   }
 
