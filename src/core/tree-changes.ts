@@ -14,7 +14,7 @@
 // inode (tree.ts), so pages cached for the old one stay right for
 // descriptors still open on it.
 
-import type { DirNode, Tree, TreeNode } from './tree.js';
+import { parentPath, type DirNode, type Tree, type TreeNode } from './tree.js';
 
 export interface EntryChange {
   readonly parentIno: number;
@@ -25,11 +25,6 @@ export interface TreeChanges {
   readonly entries: readonly EntryChange[];
   /** Directory inodes whose attributes or listing changed. */
   readonly dirs: readonly number[];
-}
-
-function parentPath(path: string): string {
-  const slash = path.lastIndexOf('/');
-  return slash <= 0 ? '/' : path.slice(0, slash);
 }
 
 function sameInode(a: TreeNode | undefined, b: TreeNode | undefined): boolean {

@@ -119,6 +119,12 @@ function ownerOf(opts: TreeOptions): Owner {
   };
 }
 
+/** The directory holding `path` ('/' for a top-level name and for the root itself). */
+export function parentPath(path: string): string {
+  const slash = path.lastIndexOf('/');
+  return slash <= 0 ? '/' : path.slice(0, slash);
+}
+
 const NO_HISTORY: readonly FileVersion[] = Object.freeze([]);
 const NO_PATHS: readonly string[] = Object.freeze([]);
 

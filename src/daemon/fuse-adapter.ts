@@ -21,7 +21,7 @@
 
 import { createRequire } from 'node:module';
 import { KnowledgeError } from '../core/errors.js';
-import type { NodeStat, Tree } from '../core/tree.js';
+import { parentPath, type NodeStat, type Tree } from '../core/tree.js';
 import type { FuseOp } from '../core/metrics.js';
 import { EROFS, ErrnoMapper } from './errno.js';
 import type { FuseOpMeter } from './fuse-op-meter.js';
@@ -153,7 +153,7 @@ export function buildOps(fs: KnowledgeFilesystem, errors: ErrnoMapper): FuseOps 
         listing = fs.readdirPlus(path);
         self = fs.getattr(path);
         // The mount root's `..` is outside the mount: the kernel answers for it, any directory stat will do.
-        parent = path === '/' ? self : fs.getattr(path.slice(0, path.lastIndexOf('/')) || '/');
+        parent = path === '/' ? self : fs.getattr(parentPath(path));
       } catch (err) {
         cb(fail(err));
         return;

@@ -31,7 +31,7 @@ import { fileURLToPath } from 'node:url';
 import { KnowledgeError } from '../core/errors.js';
 import type { FuseOp } from '../core/metrics.js';
 import { treeChanges } from '../core/tree-changes.js';
-import { ROOT_INO, type DirNode, type NodeStat, type Tree, type TreeNode } from '../core/tree.js';
+import { parentPath, ROOT_INO, type DirNode, type NodeStat, type Tree, type TreeNode } from '../core/tree.js';
 import { ErrnoMapper } from './errno.js';
 import type { KnowledgeFilesystem } from './filesystem.js';
 import type { FuseMount, FuseMountOptions } from './fuse-adapter.js';
@@ -130,11 +130,6 @@ interface OpenDir {
 
 function childPath(dir: string, name: string): string {
   return dir === '/' ? `/${name}` : `${dir}/${name}`;
-}
-
-function parentOf(path: string): string {
-  const slash = path.lastIndexOf('/');
-  return slash <= 0 ? '/' : path.slice(0, slash);
 }
 
 export interface NativeMountOptions extends FuseMountOptions {
@@ -372,7 +367,7 @@ export class NativeFuseSession implements FuseMount {
     const fh = this.nextDirHandle;
     this.nextDirHandle = fh >= 0x3fffffff ? 1 : fh + 1;
     const tree = this.opts.tree();
-    const parent = ino === ROOT_INO ? undefined : tree.get(parentOf(dir.path));
+    const parent = ino === ROOT_INO ? undefined : tree.get(parentPath(dir.path));
     this.dirs.set(fh, { dir, tree, parentIno: parent?.stat.ino ?? ROOT_INO });
     this.native.replyOpen(req, fh, false, true);
   }

@@ -17,7 +17,7 @@
 // path that keeps breaking batches costs at most one per pause, not one per
 // open.
 
-import type { FileNode, Tree } from '../core/tree.js';
+import { parentPath, type FileNode, type Tree } from '../core/tree.js';
 import type { ContentFetcher } from './fetcher.js';
 
 export interface ReadAheadOptions {
@@ -46,11 +46,6 @@ export function readAheadBytes(batchBytes: number, cacheBytes: number, hasDiskCa
   return room >= MIN_READ_AHEAD_BYTES ? room : 0;
 }
 
-function parentOf(path: string): string {
-  const slash = path.lastIndexOf('/');
-  return slash <= 0 ? '/' : path.slice(0, slash);
-}
-
 export class DirectoryReadAhead {
   /** Directory of the last miss: a second miss there starts a read-ahead. */
   private lastMissDir: string | undefined;
@@ -63,7 +58,7 @@ export class DirectoryReadAhead {
 
   /** Call on an open whose bytes are not in memory, before fetching them. */
   onMiss(node: FileNode): void {
-    const dir = parentOf(node.path);
+    const dir = parentPath(node.path);
     const again = dir === this.lastMissDir;
     this.lastMissDir = dir;
     const now = (this.opts.clock ?? Date.now)();
