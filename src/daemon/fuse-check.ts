@@ -66,8 +66,10 @@ export const MACHINE: FuseProbe = {
   uid: () => process.getuid?.(),
 };
 
-/** Everything missing for a FUSE mount on this machine; empty when all is there. */
-/** `binding` decides the library: libfuse 2 for fuse-native; the native addon links libfuse 3 itself (it would not load without it). */
+/**
+ * Everything missing for a FUSE mount on this machine; empty when all is there.
+ * `binding` decides the library: libfuse 2 for fuse-native; the native addon links libfuse 3 itself (it would not load without it).
+ */
 export function fuseProblems(probe: FuseProbe = MACHINE, binding: 'native' | 'fuse-native' = 'fuse-native'): FuseProblem[] {
   const problems: FuseProblem[] = [];
   if (!probe.exists('/dev/fuse')) {
