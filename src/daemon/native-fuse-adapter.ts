@@ -175,8 +175,13 @@ export class NativeFuseSession implements FuseMount {
   /** Tells the kernel what changed between two trees (queued; sent from the addon's own thread). */
   treeChanged(before: Tree, after: Tree): void {
     const changes = treeChanges(before, after);
-    for (const e of changes.entries) if (e.parentIno === ROOT_INO || this.known.has(e.parentIno)) this.native.invalEntry(e.parentIno, e.name);
-    for (const ino of changes.dirs) if (this.known.has(ino) || ino === ROOT_INO) this.native.invalInode(ino);
+    for (const e of changes.entries) if (this.kernelHolds(e.parentIno)) this.native.invalEntry(e.parentIno, e.name);
+    for (const ino of changes.dirs) if (this.kernelHolds(ino)) this.native.invalInode(ino);
+  }
+
+  /** The kernel may have cached something of `ino`: the root, or a node id it looked up and has not forgotten. */
+  private kernelHolds(ino: number): boolean {
+    return ino === ROOT_INO || this.known.has(ino);
   }
 
   unmount(): Promise<void> {
