@@ -74,6 +74,22 @@ export function snapshotScope(scope: ScopeName, files: readonly PlanFile[]): Sco
   return { scope, version: scopeVersion(sorted), totalBytes, files: sorted };
 }
 
+/** The file at `path` of a scope's snapshot (binary search: a snapshot's files are sorted by path). */
+export function findFile(snapshot: ScopeSnapshot | undefined, path: string): PlanFile | undefined {
+  if (snapshot === undefined) return undefined;
+  const files = snapshot.files;
+  let lo = 0;
+  let hi = files.length - 1;
+  while (lo <= hi) {
+    const mid = (lo + hi) >> 1;
+    const f = files[mid] as PlanFile;
+    if (f.path === path) return f;
+    if (f.path < path) lo = mid + 1;
+    else hi = mid - 1;
+  }
+  return undefined;
+}
+
 export interface PlanInput {
   readonly sessionId: string;
   readonly threshold: number;

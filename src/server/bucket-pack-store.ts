@@ -17,7 +17,7 @@
 // retry hint); plans keep being served from the last good publication.
 
 import { KnowledgeError } from '../core/errors.js';
-import type { PlanFile, ScopeSnapshot } from '../core/plan.js';
+import { findFile, type PlanFile, type ScopeSnapshot } from '../core/plan.js';
 import {
   MAX_DIRECTORY_BYTES,
   MAX_INDEX_BYTES,
@@ -72,7 +72,6 @@ export class BucketPackStore implements PackStore {
   /** The etag of a pointer that was refused: not re-examined until it changes. */
   private refusedEtag: string | undefined;
   private queue: Promise<unknown> = Promise.resolve();
-  private readonly paths = new WeakMap<ScopeSnapshot, Map<string, PlanFile>>();
   private readonly blobs: BlobCache;
   private readonly logged = new Set<string>();
   generation = 0;
@@ -240,14 +239,7 @@ export class BucketPackStore implements PackStore {
   }
 
   private locate(scope: ScopeName, path: string, publication = this.current): PlanFile | undefined {
-    const snapshot = publication?.byScope.get(scope);
-    if (snapshot === undefined) return undefined;
-    let byPath = this.paths.get(snapshot);
-    if (byPath === undefined) {
-      byPath = new Map(snapshot.files.map((f) => [f.path, f]));
-      this.paths.set(snapshot, byPath);
-    }
-    return byPath.get(path);
+    return findFile(publication?.byScope.get(scope), path);
   }
 
   /**

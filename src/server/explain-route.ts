@@ -11,13 +11,13 @@
 
 import { KnowledgeError } from '../core/errors.js';
 import { decisionOutcome } from '../core/metrics.js';
+import { findFile } from '../core/plan.js';
 import type { Decision, MembershipAnswer } from '../core/policy.js';
 import { ACCOUNT_SCOPE, teamScope } from '../core/scope.js';
 import type { ExplainDecision, ExplainPath, ExplainReadEntry, ExplainResponse, ExplainScope } from '../core/wire.js';
 import { errorResponse, jsonResponse, parseScopePath, type ApiRequest, type ApiResponse } from './api.js';
 import { audit, decider, denialResponse, type RouteContext } from './context.js';
 import { computePlan, parseThreshold } from './plan-route.js';
-import { findFile } from './runner-routes.js';
 import type { SessionRecord } from './session-registry.js';
 
 function teamOf(scope: string): string {

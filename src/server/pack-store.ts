@@ -1,7 +1,7 @@
 // The pack store: where scope contents come from. The embedded default reads
-// plain directories (dir-pack-store.ts); scale-out would read object storage.
-// Route handlers see only this interface, so tests wrap a real store to count
-// calls or inject faults.
+// plain directories (dir-pack-store.ts); scale-out replicas read a publication
+// in object storage (bucket-pack-store.ts). Route handlers see only this
+// interface, so tests wrap a real store to count calls or inject faults.
 //
 // Contract: `read` returns bytes together with the sha256 of exactly those
 // bytes; it never answers with a hash taken from an older version of a file.

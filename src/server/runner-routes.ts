@@ -7,7 +7,7 @@
 
 import { KnowledgeError } from '../core/errors.js';
 import { buildManifest } from '../core/manifest.js';
-import type { PlanFile, ScopeSnapshot } from '../core/plan.js';
+import { findFile } from '../core/plan.js';
 import { buildReminder, isValidDate } from '../core/reminder.js';
 import { ACCOUNT_SCOPE, DUTY_FILE, parseScope, teamScope } from '../core/scope.js';
 import { SHA256_HEADER, type GrantResponse, type ManifestResponse, type ReadRequest, type ReadResponse, type ReminderResponse, type SessionView } from '../core/wire.js';
@@ -111,22 +111,6 @@ export async function manifestRoute(ctx: RouteContext, session: SessionRecord): 
   }
   const manifest: ManifestResponse = buildManifest({ scopes, mounted });
   return jsonResponse(200, { text: manifest.text, sha256: manifest.sha256 } satisfies ManifestResponse);
-}
-
-/** The file at `path` of a scope's snapshot (binary search: files are sorted by path). */
-export function findFile(snapshot: ScopeSnapshot | undefined, path: string): PlanFile | undefined {
-  if (snapshot === undefined) return undefined;
-  const files = snapshot.files;
-  let lo = 0;
-  let hi = files.length - 1;
-  while (lo <= hi) {
-    const mid = (lo + hi) >> 1;
-    const f = files[mid] as PlanFile;
-    if (f.path === path) return f;
-    if (f.path < path) lo = mid + 1;
-    else hi = mid - 1;
-  }
-  return undefined;
 }
 
 export async function reminderRoute(ctx: RouteContext, session: SessionRecord, req: ApiRequest): Promise<ApiResponse> {
