@@ -23,7 +23,7 @@ import type { Duplex } from 'node:stream';
 import { KnowledgeError, isErrorCode } from '../core/errors.js';
 import { SOCKET_ENV } from '../core/socket-path.js';
 import { DaemonUnreachableError, errorFromWire, type UnreachableReason } from './errors.js';
-import { assertTrustedSocket } from './socket-trust.js';
+import { socketTrustProblem } from './socket-trust.js';
 
 /** Long enough for a read that mounts a team (fetch + plan refresh), short enough to never hang an agent. */
 export const DEFAULT_TIMEOUT_MS = 60_000;
@@ -57,12 +57,14 @@ export class SocketTransport {
   }
 
   private checkTrust(): void {
-    try {
-      assertTrustedSocket(this.path, () => this.noDaemon());
-    } catch (err) {
-      if (err instanceof DaemonUnreachableError || !(err instanceof KnowledgeError)) throw err;
-      throw this.unreachable('untrusted', err.message);
-    }
+    const trust = socketTrustProblem(this.path);
+    if (trust.ok) return;
+    if (trust.missing) throw this.noDaemon();
+    throw this.unreachable(
+      'untrusted',
+      `refusing to use the control socket ${this.path}: ${trust.problem}, so another user could stand in for the mount daemon; ` +
+        'use a socket in a directory only root or you can write (see --socket)',
+    );
   }
 
   private noDaemon(cause?: unknown): DaemonUnreachableError {

@@ -10,7 +10,6 @@
 
 import { lstatSync, realpathSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
-import { KnowledgeError } from '../core/errors.js';
 import { directoriesUpToRoot, directoryTrustProblem, socketFileTrustProblem } from '../core/socket-trust.js';
 
 export type SocketTrust = { readonly ok: true } | { readonly ok: false; readonly missing: boolean; readonly problem: string };
@@ -56,19 +55,4 @@ export function socketTrustProblem(path: string, uid: number = callerUid()): Soc
   }
   const problem = socketFileTrustProblem({ path: absolute, uid: st.uid, mode: st.mode }, uid);
   return problem === undefined ? { ok: true } : { ok: false, missing: false, problem };
-}
-
-/**
- * Throws unless the socket may be trusted. `noDaemon` builds the error for a
- * missing socket, so callers keep their own wording for that common case.
- */
-export function assertTrustedSocket(path: string, noDaemon: () => KnowledgeError, uid: number = callerUid()): void {
-  const trust = socketTrustProblem(path, uid);
-  if (trust.ok) return;
-  if (trust.missing) throw noDaemon();
-  throw new KnowledgeError(
-    'unavailable',
-    `refusing to use the control socket ${path}: ${trust.problem}, so another user could stand in for the mount daemon; ` +
-      'use a socket in a directory only root or you can write (see --socket)',
-  );
 }
