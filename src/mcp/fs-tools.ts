@@ -10,9 +10,10 @@ import { opendir, readFile, stat } from 'node:fs/promises';
 import { posix } from 'node:path';
 import { InvalidArgumentError, UnavailableError, type KnowledgeError } from '../client/errors.js';
 import { KNOWLEDGE_DIR } from '../core/knowledge-path.js';
+import { READ_OUTPUT_CAP } from '../core/wire.js';
 
-/** Most characters a list or search answer returns (the read tool's cap). */
-export const FS_OUTPUT_CAP = 100_000;
+/** Most characters a list or search answer returns: the read tool's cap. */
+export const FS_OUTPUT_CAP = READ_OUTPUT_CAP;
 const MAX_LINE_CHARS = 400;
 
 export interface MountDir {
@@ -89,7 +90,8 @@ export async function searchDir(dir: MountDir, opts: SearchOptions): Promise<str
       const line = lines[i] ?? '';
       if (!(opts.ignoreCase ? line.toLowerCase() : line).includes(needle)) continue;
       if (out.length >= opts.maxResults) { cut = true; return; }
-      const shown = [...line].length > MAX_LINE_CHARS ? `${[...line].slice(0, MAX_LINE_CHARS).join('')}…` : line;
+      const chars = [...line];
+      const shown = chars.length > MAX_LINE_CHARS ? `${chars.slice(0, MAX_LINE_CHARS).join('')}…` : line;
       out.push(`${display}:${i + 1}:${shown}`);
     }
   };
