@@ -10,7 +10,8 @@
 // - The reminder rides along, delimited, only when it names changed or
 //   removed files.
 
-import { KnowledgeError, isKnowledgeError, isTemporary } from '../client/errors.js';
+import { isKnowledgeError, isTemporary } from '../client/errors.js';
+import { errorCodeOf } from '../core/errors.js';
 import type { ReadResult, Reminder } from '../client/knowledge-client.js';
 import { NAMES } from './guidance.js';
 
@@ -69,8 +70,7 @@ export function errorText(err: unknown, log: (line: string) => void): string {
 }
 
 export function errorToolResult(err: unknown, log: (line: string) => void): ToolResult {
-  const code = err instanceof KnowledgeError ? err.code : 'internal';
-  return { content: [text(errorText(err, log))], isError: true, _meta: { code } };
+  return { content: [text(errorText(err, log))], isError: true, _meta: { code: errorCodeOf(err) } };
 }
 
 /** The delimited reminder block, or undefined when nothing changed or went away. */
