@@ -7,7 +7,9 @@
 // - a new publication reaches the mount through the replicas left, and the
 //   reminder (through another replica than the read) names the edited file.
 
+import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import type { Plan } from '../../src/core/plan.js';
 import { publishTo } from '../helpers/bucket.js';
 import { spawnControlPlane, type SpawnedControlPlane } from '../helpers/control-plane.js';
 import { makeDataDir, removeDataDir, writeDataFile } from '../helpers/data-dir.js';
@@ -110,6 +112,16 @@ fuseSuite('scale-out: S3 publication + PostgreSQL state + three replicas + a rea
       return r.stdout === '# Ledger v2\n' ? r.stdout : null;
     }, 15_000);
     expect(seen).toBe('# Ledger v2\n');
+    // Each replica follows publications on its own poll, so the mount may have
+    // seen v2 through B while C still serves v1. Wait until C's plan has v2
+    // (a plan changes no state); then C's reminder must name the edit.
+    const v2 = createHash('sha256').update('# Ledger v2\n').digest('hex');
+    const cHasV2 = await waitFor(async () => {
+      const plan = (await (await fetch(`${c.url}/v1/plan?threshold=1000000000`, { headers: auth(s.token) })).json()) as Plan;
+      const ledger = plan.scopes.find((x) => x.scope === 'team_ledger');
+      return ledger?.files.some((f) => f.path === 'DUTY.md' && f.sha256 === v2) === true ? true : null;
+    }, 10_000, 50);
+    expect(cHasV2, 'replica C never saw the new publication').toBe(true);
     // The reminder, asked of whichever replica is left, names the edited file once.
     const reminder = (await (await fetch(`${c.url}/v1/reminder?today=2026-01-01`, { headers: auth(s.token) })).json()) as { changed: string[] };
     expect(reminder.changed).toEqual(['team_ledger/DUTY.md']);
