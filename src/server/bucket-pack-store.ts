@@ -10,6 +10,13 @@
 // version, a missing index, directory or blob, a pointer to nothing) is
 // refused whole, logged once, and the previous one stays served.
 //
+// A refused pointer is not asked for again while its etag stands, except
+// every REFUSED_RECHECK_POLLS polls, when it is read in full: a store that
+// is not atomic (s3rver writes the new etag before the body is on disk)
+// can answer a new pointer torn once, and that etag must not stay refused
+// for good. A pointer whose bytes are the ones refused is refused again
+// without loading anything.
+//
 // `read` looks the file up in the current snapshot (a denied request never
 // gets here: routes decide first), then takes its blob from the cache or the
 // store; bytes that do not match the sha256 are an integrity error and never
@@ -42,6 +49,8 @@ import { parseDirectory, type Directory } from './directory.js';
 import type { PackFile, PackStore } from './pack-store.js';
 
 const PARALLEL = 16;
+/** A refused pointer is read in full again every this many polls (one small GET). */
+export const REFUSED_RECHECK_POLLS = 10;
 
 export interface BucketPackStoreOptions {
   readonly store: ObjectStore;
@@ -69,8 +78,8 @@ export class BucketPackStore implements PackStore {
   private current: Publication | null = null;
   /** The publication before `current`: opens that name its versions still get them (see `read`). */
   private previous: Publication | null = null;
-  /** The etag of a pointer that was refused: not re-examined until it changes. */
-  private refusedEtag: string | undefined;
+  /** The pointer that was refused: its etag (not asked for again until it changes) and its bytes' sha256. */
+  private refused: { readonly etag: string | undefined; readonly sha256: string; polls: number } | null = null;
   private queue: Promise<unknown> = Promise.resolve();
   private readonly blobs: BlobCache;
   private readonly logged = new Set<string>();
@@ -155,16 +164,19 @@ export class BucketPackStore implements PackStore {
 
   private async doRefresh(): Promise<RefreshOutcome> {
     const store = this.options.store;
-    const known = this.refusedEtag ?? this.current?.etag;
+    const refused = this.refused;
+    const recheck = refused !== null && ++refused.polls % REFUSED_RECHECK_POLLS === 0;
+    const known = recheck ? undefined : (refused?.etag ?? this.current?.etag);
     const got = await store.get(POINTER_KEY, { maxBytes: MAX_POINTER_BYTES, ...(known !== undefined ? { ifNoneMatch: known } : {}) });
-    if (got === 'not-modified') return this.refusedEtag !== undefined ? 'refused' : 'unchanged';
+    if (got === 'not-modified') return refused !== null ? 'refused' : 'unchanged';
+    if (got !== null && refused !== null && sha256Hex(got.bytes) === refused.sha256) return 'refused';
     try {
       if (got === null) throw new PublicationError(POINTER_KEY, 'missing: there is no publication (run knowledgefs publish --data DIR --store ...)');
       const pointer = parsePointer(got.bytes);
       const current = this.current;
       if (current !== null && samePublication(current.pointer, pointer)) {
         this.current = { ...current, pointer, etag: got.etag };
-        this.refusedEtag = undefined;
+        this.refused = null;
         return 'unchanged';
       }
       const next = await this.load(pointer, got.etag);
@@ -177,7 +189,7 @@ export class BucketPackStore implements PackStore {
       if (this.current === null) throw new KnowledgeError('unavailable', where);
       // A pointer that is gone is asked for again every poll: count (and log) each refusal once.
       if (this.logOnce(`${where}; still serving the one published ${this.current.pointer.publishedAt}`)) this.metrics.inc(M.publications, { result: 'refused' });
-      this.refusedEtag = got?.etag;
+      this.refused = got === null ? null : { etag: got.etag, sha256: sha256Hex(got.bytes), polls: 0 };
       return 'refused';
     }
   }
@@ -234,7 +246,7 @@ export class BucketPackStore implements PackStore {
   private install(next: Publication): void {
     this.previous = this.current;
     this.current = next;
-    this.refusedEtag = undefined;
+    this.refused = null;
     this.generation++;
   }
 

@@ -20,6 +20,8 @@ export interface CountingStore extends ObjectStore {
   total(): number;
   /** Throw this (or what it returns) instead of calling the store, for ops matching `when`. */
   failWith: ((op: StoreOp, key: string) => Error | null) | null;
+  /** Replaces what a GET found (e.g. a torn body), when set. */
+  rewriteGet: ((key: string, got: StoredObject) => StoredObject) | null;
 }
 
 export function countingStore(inner: ObjectStore): CountingStore {
@@ -28,12 +30,14 @@ export function countingStore(inner: ObjectStore): CountingStore {
     description: inner.description,
     counts,
     failWith: null,
+    rewriteGet: null,
     total: () => counts.get + counts.put + counts.has + counts.list,
     async get(key: string, options: GetOptions): Promise<StoredObject | null | 'not-modified'> {
       counts.get++;
       const err = wrapper.failWith?.('get', key);
       if (err) throw err;
-      return inner.get(key, options);
+      const got = await inner.get(key, options);
+      return got === null || got === 'not-modified' || wrapper.rewriteGet === null ? got : wrapper.rewriteGet(key, got);
     },
     async put(key: string, body: Buffer, contentType?: string): Promise<void> {
       counts.put++;
