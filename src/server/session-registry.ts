@@ -147,10 +147,6 @@ export class SessionRegistry implements SessionState {
     return registry;
   }
 
-  get size(): number {
-    return this.byId.size;
-  }
-
   stats(): SessionStats {
     const stats = { team: 0, personal: 0, mountedTeams: 0 };
     for (const record of this.byId.values()) {
