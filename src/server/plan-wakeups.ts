@@ -49,11 +49,6 @@ export class PlanWakeups {
     for (const wake of [...s.waiters]) wake();
   }
 
-  /** Long-polls the session holds now. */
-  active(sessionId: string): number {
-    return this.sessions.get(sessionId)?.active ?? 0;
-  }
-
   /** Starts a long-poll for the session, or null when it already holds the most allowed. */
   begin(sessionId: string): LongPoll | null {
     let s = this.sessions.get(sessionId);
