@@ -390,6 +390,15 @@ static int begin_reply(void) {
 }
 static void end_reply(void) { pthread_rwlock_unlock(&g.alive); }
 
+/* Sends one reply, or nothing once the session has ended. */
+#define REPLY(call)      \
+  do {                   \
+    if (begin_reply()) { \
+      call;              \
+      end_reply();       \
+    }                    \
+  } while (0)
+
 /* mount(mountpoint, options, handler): options is a -o string (fsname=…,allow_other,…). */
 static napi_value js_mount(napi_env env, napi_callback_info info) {
   napi_value argv[3];
@@ -464,10 +473,7 @@ static napi_value js_unref(napi_env env, napi_callback_info info) {
 static napi_value js_reply_err(napi_env env, napi_callback_info info) {
   napi_value argv[2];
   if (!get_args(env, info, 2, argv)) return NULL;
-  if (begin_reply()) {
-    fuse_reply_err(req_of(env, argv[0]), (int)num(env, argv[1]));
-    end_reply();
-  }
+  REPLY(fuse_reply_err(req_of(env, argv[0]), (int)num(env, argv[1])));
   return NULL;
 }
 
@@ -501,10 +507,7 @@ static napi_value js_reply_entry(napi_env env, napi_callback_info info) {
   e.generation = 1;
   e.attr_timeout = num(env, argv[8]);
   e.entry_timeout = num(env, argv[9]);
-  if (begin_reply()) {
-    fuse_reply_entry(req_of(env, argv[0]), &e);
-    end_reply();
-  }
+  REPLY(fuse_reply_entry(req_of(env, argv[0]), &e));
   return NULL;
 }
 
@@ -514,10 +517,7 @@ static napi_value js_reply_attr(napi_env env, napi_callback_info info) {
   if (!get_args(env, info, 9, argv)) return NULL;
   struct stat st;
   fill_stat(env, argv + 1, &st);
-  if (begin_reply()) {
-    fuse_reply_attr(req_of(env, argv[0]), &st, num(env, argv[8]));
-    end_reply();
-  }
+  REPLY(fuse_reply_attr(req_of(env, argv[0]), &st, num(env, argv[8])));
   return NULL;
 }
 
@@ -534,10 +534,7 @@ static napi_value js_reply_open(napi_env env, napi_callback_info info) {
   fi.keep_cache = keep ? 1 : 0;
   fi.cache_readdir = cache_dir ? 1 : 0;
   fi.noflush = 1;
-  if (begin_reply()) {
-    fuse_reply_open(req_of(env, argv[0]), &fi);
-    end_reply();
-  }
+  REPLY(fuse_reply_open(req_of(env, argv[0]), &fi));
   return NULL;
 }
 
@@ -548,10 +545,7 @@ static napi_value js_reply_buf(napi_env env, napi_callback_info info) {
   void *data = NULL;
   size_t len = 0;
   CHECK(env, napi_get_buffer_info(env, argv[1], &data, &len));
-  if (begin_reply()) {
-    fuse_reply_buf(req_of(env, argv[0]), data, len);
-    end_reply();
-  }
+  REPLY(fuse_reply_buf(req_of(env, argv[0]), data, len));
   return NULL;
 }
 
@@ -569,10 +563,7 @@ static napi_value js_reply_dir(napi_env env, napi_callback_info info) {
   CHECK(env, napi_get_array_length(env, argv[3], &count));
   char *buf = malloc(size == 0 ? 1 : size);
   if (buf == NULL) {
-    if (begin_reply()) {
-      fuse_reply_err(req, ENOMEM);
-      end_reply();
-    }
+    REPLY(fuse_reply_err(req, ENOMEM));
     return NULL;
   }
   size_t used = 0;
@@ -593,10 +584,7 @@ static napi_value js_reply_dir(napi_env env, napi_callback_info info) {
     used += need;
     added++;
   }
-  if (begin_reply()) {
-    fuse_reply_buf(req, buf, used);
-    end_reply();
-  }
+  REPLY(fuse_reply_buf(req, buf, used));
   free(buf);
   napi_value result;
   CHECK(env, napi_create_uint32(env, added, &result));
@@ -614,10 +602,7 @@ static napi_value js_reply_statfs(napi_env env, napi_callback_info info) {
   s.f_blocks = (fsblkcnt_t)num(env, argv[1]);
   s.f_files = (fsfilcnt_t)num(env, argv[2]);
   s.f_namemax = 255;
-  if (begin_reply()) {
-    fuse_reply_statfs(req_of(env, argv[0]), &s);
-    end_reply();
-  }
+  REPLY(fuse_reply_statfs(req_of(env, argv[0]), &s));
   return NULL;
 }
 
