@@ -150,17 +150,21 @@ static void ll_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_dat
   forget_pairs(req, count, list, 0, 0);
 }
 
+/* Requests with at most one number: open's flags, access's mask (0 for the others). */
+static void post_number(int op, fuse_req_t req, fuse_ino_t ino, double a) {
+  message_t *m = message(op, req, ino);
+  if (m == NULL) return;
+  m->a = a;
+  post(m);
+}
+
 static void ll_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
   (void)fi;
-  message_t *m = message(OP_GETATTR, req, ino);
-  if (m != NULL) post(m);
+  post_number(OP_GETATTR, req, ino, 0);
 }
 
 static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
-  message_t *m = message(OP_OPEN, req, ino);
-  if (m == NULL) return;
-  m->a = (double)fi->flags;
-  post(m);
+  post_number(OP_OPEN, req, ino, (double)fi->flags);
 }
 
 /* READ and READDIR: a handle, a size and an offset. */
@@ -191,8 +195,7 @@ static void ll_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 
 static void ll_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
   (void)fi;
-  message_t *m = message(OP_OPENDIR, req, ino);
-  if (m != NULL) post(m);
+  post_number(OP_OPENDIR, req, ino, 0);
 }
 
 static void ll_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi) {
@@ -203,17 +206,9 @@ static void ll_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
   post_handle(OP_RELEASEDIR, req, ino, fi);
 }
 
-static void ll_statfs(fuse_req_t req, fuse_ino_t ino) {
-  message_t *m = message(OP_STATFS, req, ino);
-  if (m != NULL) post(m);
-}
+static void ll_statfs(fuse_req_t req, fuse_ino_t ino) { post_number(OP_STATFS, req, ino, 0); }
 
-static void ll_access(fuse_req_t req, fuse_ino_t ino, int mask) {
-  message_t *m = message(OP_ACCESS, req, ino);
-  if (m == NULL) return;
-  m->a = (double)mask;
-  post(m);
-}
+static void ll_access(fuse_req_t req, fuse_ino_t ino, int mask) { post_number(OP_ACCESS, req, ino, (double)mask); }
 
 /* A read-only file system: every change is refused here, without JavaScript. */
 static void rofs(fuse_req_t req) { fuse_reply_err(req, EROFS); }
