@@ -218,9 +218,12 @@ describe('metrics with a publication', () => {
       const before = await scrape(`${cp.url}/metrics`, cp.adminToken);
       expect((await file(cp, team.token, 'team_payments/runbooks/db.md')).status).toBe(200);
       expect((await file(cp, team.token, 'team_payments/runbooks/db.md')).status).toBe(200);
-      await new Promise((r) => setTimeout(r, 200));
-      const after = await scrape(`${cp.url}/metrics`, cp.adminToken);
+      let after = before;
       const delta = (name: string, labels: Record<string, string>) => value(after, name, labels) - value(before, name, labels);
+      await until('two publication polls', async () => {
+        after = await scrape(`${cp.url}/metrics`, cp.adminToken);
+        return delta('knowledgefs_pack_scans_total', { kind: 'full', result: 'ok' }) >= 2;
+      });
       expect(delta('knowledgefs_blob_cache_requests_total', { result: 'miss' })).toBe(1);
       expect(delta('knowledgefs_blob_cache_requests_total', { result: 'hit' })).toBe(1);
       expect(delta('knowledgefs_pack_scans_total', { kind: 'full', result: 'ok' })).toBeGreaterThanOrEqual(2);
