@@ -9,6 +9,7 @@ import { POINTER_KEY } from '../src/core/publication.js';
 import { publishTo, s3Store, startBucketControlPlane, type BucketControlPlane } from './helpers/bucket.js';
 import { makeDataDir, removeDataDir, writeDataFile } from './helpers/data-dir.js';
 import { startFaultProxy, type FaultProxy, type ProxyMode } from './helpers/fault-proxy.js';
+import { waitFor } from './helpers/mount.js';
 import { startS3, type TestS3 } from './helpers/s3rver.js';
 
 let s3: TestS3;
@@ -90,8 +91,7 @@ describe('faults while a new publication is loaded', () => {
       proxy.setRules([{ mode: { kind: 'garbage' }, match: (m, url) => m === 'GET' && url.includes('/indexes/') }]);
       await writeDataFile(data, 'teams/payments/db.md', 'db v2\n');
       await publishTo(s3, p, data);
-      const deadline = Date.now() + 3_000;
-      while (!cp.logs.some((l) => /refusing the publication/.test(l)) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25));
+      await waitFor(() => cp.logs.some((l) => /refusing the publication/.test(l)), 3_000, 25);
       expect(cp.logs.find((l) => /refusing the publication/.test(l))).toMatch(/indexes\/team_payments\/[0-9a-f]{64}\.json: not valid JSON/);
       expect((await get(cp, token, 'team_payments/db.md')).text).toBe('db v1\n'.repeat(100));
       proxy.setMode({ kind: 'pass' });
@@ -115,8 +115,7 @@ describe('faults while a new publication is loaded', () => {
       proxy.setRules([{ mode: { kind: 'hang' }, match: (m, url) => m === 'GET' && url.includes('/indexes/') }]);
       await writeDataFile(data, 'teams/payments/db.md', 'db v2\n');
       await publishTo(s3, p, data);
-      const deadline = Date.now() + 3_000;
-      while (!cp.logs.some((l) => /cannot follow new publications/.test(l)) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25));
+      await waitFor(() => cp.logs.some((l) => /cannot follow new publications/.test(l)), 3_000, 25);
       expect(cp.logs.some((l) => /cannot follow new publications: GET .*indexes.*within 1500 ms/.test(l))).toBe(true);
       expect((await get(cp, token, 'team_payments/db.md')).text).toBe('db v1\n'.repeat(100));
       // Unlike a malformed publication, an outage is retried: the same pointer is taken once the store answers.
@@ -138,8 +137,7 @@ describe('faults while a new publication is loaded', () => {
     const raw = s3Store(s3, p);
     try {
       await raw.put(POINTER_KEY, Buffer.alloc(5 * 1024 * 1024, ' '));
-      const deadline = Date.now() + 3_000;
-      while (!cp.logs.some((l) => /current\.json.*more than the \d+ expected|longer than/.test(l)) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25));
+      await waitFor(() => cp.logs.some((l) => /current\.json.*more than the \d+ expected|longer than/.test(l)), 3_000, 25);
       expect(cp.logs.some((l) => /current\.json: object is \d+ bytes, more than the 4194304 expected/.test(l))).toBe(true);
       expect((await get(cp, token, 'team_payments/DUTY.md')).text).toBe('# Payments\n');
     } finally {
