@@ -217,8 +217,7 @@ export class SessionRegistry implements SessionState {
       return false; // already recorded, and durable: nothing to write
     }
     const before = { mounted: record.mounted, readSet: record.readSet };
-    if (mounts) record.mounted = [...record.mounted, mountTeam];
-    record.readSet = withRead(record.readSet, entry);
+    applyRead(record, entry, mounts ? mountTeam : undefined);
     const after = { mounted: record.mounted, readSet: record.readSet };
     try {
       await this.changed({ kind: 'read', id: record.id, entry, ...(mounts ? { mount: mountTeam } : {}) });
