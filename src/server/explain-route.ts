@@ -15,7 +15,7 @@ import { findFile } from '../core/plan.js';
 import type { Decision, MembershipAnswer } from '../core/policy.js';
 import { ACCOUNT_SCOPE, teamScope } from '../core/scope.js';
 import type { ExplainDecision, ExplainPath, ExplainReadEntry, ExplainResponse, ExplainScope } from '../core/wire.js';
-import { errorResponse, jsonResponse, parseScopePath, type ApiRequest, type ApiResponse } from './api.js';
+import { errorResponse, jsonResponse, notFound, parseScopePath, type ApiRequest, type ApiResponse } from './api.js';
 import { audit, decider, denialResponse, type RouteContext } from './context.js';
 import { computePlan, parseThreshold } from './plan-route.js';
 import type { SessionRecord } from './session-registry.js';
@@ -56,7 +56,7 @@ function explained(session: SessionRecord, decision: Decision): ExplainDecision 
   return { allowed: decision.allowed, rule: decision.rule, outcome: decisionOutcome(decision), why: whyOf(session, decision) };
 }
 
-async function readAnswerOf(response: ApiResponse): Promise<ExplainPath['readAnswer']> {
+function readAnswerOf(response: ApiResponse): ExplainPath['readAnswer'] {
   const body = JSON.parse(typeof response.body === 'string' ? response.body : response.body.toString('utf8')) as { error?: { code?: string; message?: string } };
   return { status: response.status, code: body.error?.code ?? null, message: body.error?.message ?? null };
 }
@@ -118,11 +118,11 @@ export async function explainRoute(ctx: RouteContext, req: ApiRequest): Promise<
     const what = `${asked.scope}/${asked.path}`;
     // Like a read: the store is looked at only once the decision allows it.
     const file = decision.allowed ? findFile(ctx.store.snapshot(asked.scope), asked.path) : undefined;
-    const answerOf = decision.allowed
-      ? file !== undefined
+    const answerOf = !decision.allowed
+      ? readAnswerOf(denialResponse(session, decision, what))
+      : file !== undefined
         ? { status: 200, code: null, message: null }
-        : { status: 404, code: 'not_found', message: `no such file: ${what}` }
-      : await readAnswerOf(denialResponse(session, decision, what));
+        : readAnswerOf(notFound(what));
     path = {
       path: what,
       scope: asked.scope,
