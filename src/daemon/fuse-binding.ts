@@ -10,10 +10,9 @@
 // traits below. Both adapters load their native code lazily, at mount.
 
 import { KnowledgeError } from '../core/errors.js';
-import type { Tree } from '../core/tree.js';
 import type { KnowledgeFilesystem } from './filesystem.js';
 import * as fuseNative from './fuse-adapter.js';
-import type { FuseMount, FuseMountOptions } from './fuse-adapter.js';
+import type { FuseMount } from './fuse-adapter.js';
 import * as native from './native-fuse-adapter.js';
 
 export const FUSE_BINDINGS = ['auto', 'native', 'fuse-native'] as const;
@@ -58,7 +57,7 @@ export function mountBinding(
   binding: FuseBinding,
   mountpoint: string,
   fs: KnowledgeFilesystem,
-  opts: FuseMountOptions & { readonly tree: () => Tree },
+  opts: native.NativeMountOptions,
 ): Promise<FuseMount> {
   return binding === 'native' ? native.mountNativeFuse(mountpoint, fs, opts) : fuseNative.mountFuse(mountpoint, fs, opts);
 }
