@@ -20,12 +20,12 @@ import {
   IntegrityError,
   InvalidArgumentError,
   KnowledgeClient,
-  KnowledgeError,
   NotFoundError,
   UnavailableError,
   isTemporary,
 } from '../src/client/index.js';
 import { KnowledgeError as CoreKnowledgeError } from '../src/core/errors.js';
+import { failure } from './helpers/fake-control-client.js';
 import { startMemoryDaemon, sha256, type MemoryDaemon } from './helpers/memory-daemon.js';
 import { REPO_ROOT, run } from './helpers/mount.js';
 
@@ -42,11 +42,6 @@ afterEach(async () => {
   client.close();
   await daemon.close();
 });
-
-async function errOf(p: Promise<unknown>): Promise<KnowledgeError> {
-  try { await p; } catch (err) { if (err instanceof KnowledgeError) return err; throw err; }
-  throw new Error('expected an error');
-}
 
 /** An HTTP server on a unix socket that counts connections; `handler` answers. */
 async function fakeDaemon(handler: Parameters<typeof createHttpServer>[1]): Promise<{ path: string; server: Server; connections: () => number }> {
@@ -101,9 +96,9 @@ describe('KnowledgeClient results', () => {
 
 describe('KnowledgeClient errors', () => {
   it('throws the class and stable code of each failure the daemon reports', async () => {
-    const hidden = await errOf(client.read('knowledge/team_storage/DUTY.md'));
+    const hidden = await failure(client.read('knowledge/team_storage/DUTY.md'));
     daemon.backend.hidden.clear();
-    const missing = await errOf(client.read('knowledge/team_storage/DUTY.md'));
+    const missing = await failure(client.read('knowledge/team_storage/DUTY.md'));
     expect(hidden).toBeInstanceOf(NotFoundError);
     expect(missing).toBeInstanceOf(NotFoundError);
     expect({ name: hidden.name, code: hidden.code, message: hidden.message }).toEqual({ name: 'NotFoundError', code: 'not_found', message: 'knowledge/team_storage/DUTY.md: no such file' });
@@ -111,25 +106,25 @@ describe('KnowledgeClient errors', () => {
     expect(isTemporary(hidden)).toBe(false);
 
     daemon.backend.denied.add('team_search');
-    const denied = await errOf(client.read('knowledge/team_search/DUTY.md'));
+    const denied = await failure(client.read('knowledge/team_search/DUTY.md'));
     expect(denied).toBeInstanceOf(DeniedError);
     expect(denied).toMatchObject({ code: 'denied', message: 'this session belongs to team payments and cannot load team_search' });
 
-    const escape = await errOf(client.read('knowledge/../etc/passwd'));
+    const escape = await failure(client.read('knowledge/../etc/passwd'));
     expect(escape).toBeInstanceOf(InvalidArgumentError);
 
     daemon.backend.corrupt = true;
-    const corrupt = await errOf(client.read('knowledge/account/DUTY.md'));
+    const corrupt = await failure(client.read('knowledge/account/DUTY.md'));
     expect(corrupt).toBeInstanceOf(IntegrityError);
     expect(isTemporary(corrupt)).toBe(true);
     daemon.backend.corrupt = false;
 
     daemon.backend.down = new CoreKnowledgeError('membership_unavailable', 'membership source http://m failed');
-    const members = await errOf(client.read('knowledge/team_search/x'));
+    const members = await failure(client.read('knowledge/team_search/x'));
     expect(members).toBeInstanceOf(UnavailableError);
     expect(members.code).toBe('membership_unavailable');
     daemon.backend.down = new CoreKnowledgeError('unavailable', 'control plane http://cp is unreachable');
-    const cp = await errOf(client.manifest());
+    const cp = await failure(client.manifest());
     expect(cp).toBeInstanceOf(UnavailableError);
     expect(cp).not.toBeInstanceOf(DaemonUnreachableError);
     expect(cp).toMatchObject({ code: 'unavailable', message: 'control plane http://cp is unreachable' });
@@ -151,10 +146,10 @@ describe('KnowledgeClient errors', () => {
       ['knowledge/account/DUTY.md', { limit: Number.NaN }],
     ];
     for (const [path, opts] of bad) {
-      const err = await errOf(client.read(path as string, opts));
+      const err = await failure(client.read(path as string, opts));
       expect(err, JSON.stringify([path, opts])).toBeInstanceOf(InvalidArgumentError);
     }
-    expect((await errOf(client.read('knowledge/account/DUTY.md', { limit: 0 }))).message).toBe('limit must be a whole number in 1..100000 (got 0)');
+    expect((await failure(client.read('knowledge/account/DUTY.md', { limit: 0 }))).message).toBe('limit must be a whole number in 1..100000 (got 0)');
     expect(daemon.backend.calls).toEqual([]);
     expect(() => new KnowledgeClient({ timeoutMs: 0 })).toThrow(InvalidArgumentError);
   });
@@ -162,7 +157,7 @@ describe('KnowledgeClient errors', () => {
   it('says how to find the daemon when nothing listens on the socket', async () => {
     const path = join(dir, 'nope.sock');
     const c = new KnowledgeClient({ socketPath: path });
-    const err = await errOf(c.manifest());
+    const err = await failure(c.manifest());
     expect(err).toBeInstanceOf(DaemonUnreachableError);
     expect(err).toMatchObject({ code: 'unavailable', reason: 'no_daemon', socketPath: path });
     expect(err.message).toBe(`no knowledgefs mount daemon at ${path}: is \`knowledgefs mount\` running? set --socket or KNOWLEDGEFS_SOCKET`);
@@ -178,7 +173,7 @@ describe('KnowledgeClient errors', () => {
     renameSync(d.path, spoofPath);
     const c = new KnowledgeClient({ socketPath: spoofPath });
     try {
-      const err = await errOf(c.manifest());
+      const err = await failure(c.manifest());
       expect(err).toBeInstanceOf(DaemonUnreachableError);
       expect(err).toMatchObject({ code: 'unavailable', reason: 'untrusted' });
       expect(err.message).toContain(`refusing to use the control socket ${spoofPath}: ${open} is writable by other users (mode 0777)`);
@@ -195,13 +190,13 @@ describe('KnowledgeClient errors', () => {
     const shapeless = await fakeDaemon((_req, res) => { res.writeHead(500).end('{"ok":false,"error":{"code":"no_such_code"}}'); });
     try {
       const c1 = new KnowledgeClient({ socketPath: silent.path, timeoutMs: 300 });
-      expect(await errOf(c1.status())).toMatchObject({ reason: 'no_answer', code: 'unavailable', message: `the mount daemon at ${silent.path} did not answer within 300 ms` });
+      expect(await failure(c1.status())).toMatchObject({ reason: 'no_answer', code: 'unavailable', message: `the mount daemon at ${silent.path} did not answer within 300 ms` });
       c1.close();
       const c2 = new KnowledgeClient({ socketPath: garbage.path });
-      expect(await errOf(c2.manifest())).toMatchObject({ reason: 'bad_answer', message: `the mount daemon at ${garbage.path} answered 200 with a body that is not JSON` });
+      expect(await failure(c2.manifest())).toMatchObject({ reason: 'bad_answer', message: `the mount daemon at ${garbage.path} answered 200 with a body that is not JSON` });
       c2.close();
       const c3 = new KnowledgeClient({ socketPath: shapeless.path });
-      expect(await errOf(c3.reminder())).toMatchObject({ reason: 'bad_answer', message: `the mount daemon at ${shapeless.path} answered 500 without a usable result` });
+      expect(await failure(c3.reminder())).toMatchObject({ reason: 'bad_answer', message: `the mount daemon at ${shapeless.path} answered 500 without a usable result` });
       c3.close();
     } finally {
       for (const s of [silent, garbage, shapeless]) { s.server.closeAllConnections(); s.server.close(); }
@@ -214,7 +209,7 @@ describe('KnowledgeClient errors', () => {
     await new Promise<void>((r) => server.listen(path, r));
     const c = new KnowledgeClient({ socketPath: path });
     try {
-      expect(await errOf(c.status())).toMatchObject({ reason: 'no_answer', message: `the mount daemon at ${path} closed the connection before answering` });
+      expect(await failure(c.status())).toMatchObject({ reason: 'no_answer', message: `the mount daemon at ${path} closed the connection before answering` });
     } finally {
       c.close();
       server.close();

@@ -12,6 +12,7 @@ import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { KnowledgeError } from '../src/core/errors.js';
 import { handleControlRequest, sliceChars, startControlSocket } from '../src/daemon/control-socket.js';
 import { KnowledgeClient } from '../src/client/knowledge-client.js';
+import { failure } from './helpers/fake-control-client.js';
 import { MEMORY_MOUNTPOINT, MemoryBackend, sha256 } from './helpers/memory-daemon.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'kfs-sock-'));
@@ -32,11 +33,6 @@ beforeEach(async () => {
   client = new KnowledgeClient({ socketPath: path, timeoutMs: 10_000 });
 });
 afterEach(async () => { client.close(); await sock.close(); });
-
-async function errOf(p: Promise<unknown>): Promise<KnowledgeError> {
-  try { await p; } catch (err) { if (err instanceof KnowledgeError) return err; throw err; }
-  throw new Error('expected an error');
-}
 
 describe('control socket', () => {
   it('is mode 0600 in a 0700 directory it created, and removed on close', async () => {
@@ -91,9 +87,9 @@ describe('control socket', () => {
   });
 
   it('answers a hidden denial with exactly the missing-file error, echoing only the typed path', async () => {
-    const hidden = await errOf(client.read('knowledge/team_storage/DUTY.md', { cwd: '/' }));
+    const hidden = await failure(client.read('knowledge/team_storage/DUTY.md', { cwd: '/' }));
     backend.hidden.clear();
-    const reallyMissing = await errOf(client.read('knowledge/team_storage/DUTY.md', { cwd: '/' }));
+    const reallyMissing = await failure(client.read('knowledge/team_storage/DUTY.md', { cwd: '/' }));
     expect(hidden.code).toBe('not_found');
     expect(hidden.message).toBe('knowledge/team_storage/DUTY.md: no such file');
     expect(reallyMissing.message).toBe(hidden.message);
@@ -102,18 +98,18 @@ describe('control socket', () => {
 
   it('passes on denials with guidance and unavailability with their codes', async () => {
     backend.denied.add('team_search');
-    const denied = await errOf(client.read('knowledge/team_search/DUTY.md', { cwd: '/' }));
+    const denied = await failure(client.read('knowledge/team_search/DUTY.md', { cwd: '/' }));
     expect(denied.code).toBe('denied');
     expect(denied.message).toMatch(/belongs to team payments/);
     backend.down = new KnowledgeError('membership_unavailable', 'membership source http://x failed');
-    expect((await errOf(client.read('knowledge/team_search/x', { cwd: '/' }))).code).toBe('membership_unavailable');
+    expect((await failure(client.read('knowledge/team_search/x', { cwd: '/' }))).code).toBe('membership_unavailable');
     backend.down = new KnowledgeError('unavailable', 'control plane down');
-    expect((await errOf(client.read('knowledge/account/DUTY.md', { cwd: '/' }))).code).toBe('unavailable');
+    expect((await failure(client.read('knowledge/account/DUTY.md', { cwd: '/' }))).code).toBe('unavailable');
   });
 
   it('discards content whose checksum does not match', async () => {
     backend.corrupt = true;
-    const err = await errOf(client.read('knowledge/account/DUTY.md', { cwd: '/' }));
+    const err = await failure(client.read('knowledge/account/DUTY.md', { cwd: '/' }));
     expect(err.code).toBe('integrity');
     expect(err.message).not.toContain('Account');
   });
@@ -142,9 +138,9 @@ describe('control socket', () => {
   });
 
   it('rejects bad paths and bad requests before asking the control plane', async () => {
-    expect((await errOf(client.read('knowledge/../etc/passwd', { cwd: '/' }))).code).toBe('invalid_argument');
-    expect((await errOf(client.read('knowledge/team_x', { cwd: '/' }))).message).toMatch(/scope directory/);
-    expect((await errOf(client.read('knowledge/account/x', { cwd: '/', offset: -1 }))).code).toBe('invalid_argument');
+    expect((await failure(client.read('knowledge/../etc/passwd', { cwd: '/' }))).code).toBe('invalid_argument');
+    expect((await failure(client.read('knowledge/team_x', { cwd: '/' }))).message).toMatch(/scope directory/);
+    expect((await failure(client.read('knowledge/account/x', { cwd: '/', offset: -1 }))).code).toBe('invalid_argument');
     expect(backend.calls).toEqual([]);
     const negative = await handleControlRequest(backend, 'POST', '/read', { path: 'knowledge/account/x', cwd: '/', offset: -1 });
     expect(negative).toEqual({ status: 400, body: { ok: false, error: { code: 'invalid_argument', message: 'offset must be an integer ≥ 0' } } });

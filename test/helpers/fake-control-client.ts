@@ -11,7 +11,7 @@ import type { ManifestResponse, ReadRequest, ReadResponse, ReminderResponse, Ses
 
 export const sha256 = (b: Buffer | string) => createHash('sha256').update(b).digest('hex');
 
-/** The KnowledgeError a control-client call rejects with; anything else (or success) fails the test. */
+/** The KnowledgeError a call rejects with; anything else (or success) fails the test. */
 export async function failure(p: Promise<unknown>): Promise<KnowledgeError> {
   try {
     await p;
