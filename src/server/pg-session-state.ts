@@ -115,11 +115,13 @@ function applyChange(record: SessionRecord, change: PgChange): void {
   } else if (change.kind === 'read') {
     applyRead(record, { ...change.entry }, change.mount);
   } else if (change.kind === 'reminded') {
-    let next = record.readSet;
-    for (const [path, old, sha256] of change.updates) {
-      const i = next.findIndex((e) => e.path === path && e.sha256 === old);
-      if (i < 0) continue;
-      next = sha256 === null ? next.filter((_, j) => j !== i) : next.map((e, j) => (j === i ? { path, sha256 } : e));
+    // One pass over the read set (paths are unique in it and in the updates): a reminder may change thousands.
+    const updates = new Map(change.updates.map(([path, old, sha256]) => [path, { old, sha256 }]));
+    const next: ReadSetEntry[] = [];
+    for (const e of record.readSet) {
+      const u = updates.get(e.path);
+      if (u === undefined || u.old !== e.sha256) next.push(e);
+      else if (u.sha256 !== null) next.push({ path: e.path, sha256: u.sha256 });
     }
     record.readSet = next;
   }
