@@ -12,6 +12,7 @@ import type { CliContext } from '../context.js';
 import { EXIT } from '../exit-codes.js';
 import type { CommandResult } from '../main.js';
 import { parsedOption } from '../option-parser.js';
+import { formatTable } from '../text-table.js';
 import { ADMIN_TOKEN_ENV } from '../token-file.js';
 
 interface ExplainFlags {
@@ -30,11 +31,6 @@ export function scopePathOf(text: string): string {
 }
 
 const yes = (b: boolean) => (b ? 'yes' : 'no');
-
-function table(rows: string[][]): string[] {
-  const widths = rows[0]?.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length))) ?? [];
-  return rows.map((r) => r.map((cell, i) => (i === r.length - 1 ? cell : cell.padEnd(widths[i] ?? 0))).join('  ').trimEnd());
-}
 
 function scopeRow(s: ExplainScope): string[] {
   const verdict = s.decision.outcome === 'fail_closed' ? 'FAIL-CLOSED' : s.decision.allowed ? 'allow' : 'deny';
@@ -71,7 +67,7 @@ export function formatExplain(e: ExplainResponse): string {
     `members   ${members}`,
     `plan      ${plan}`,
     '',
-    ...table([['scope', 'version', 'files', 'bytes', 'told', 'on disk', 'loadable', 'why'], ...e.scopes.map(scopeRow)]),
+    ...formatTable([['scope', 'version', 'files', 'bytes', 'told', 'on disk', 'loadable', 'why'], ...e.scopes.map(scopeRow)]),
   ];
   lines.push('', `read set  ${e.readSet.length === 0 ? 'empty' : `${e.readSet.length} file${e.readSet.length === 1 ? '' : 's'}`}`);
   for (const r of e.readSet) {

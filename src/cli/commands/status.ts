@@ -11,6 +11,7 @@ import type { DaemonStatus } from '../../core/wire.js';
 import type { CliContext } from '../context.js';
 import { EXIT } from '../exit-codes.js';
 import type { CommandResult } from '../main.js';
+import { formatTable } from '../text-table.js';
 import { callDaemon } from './socket-command.js';
 
 const count = (n: number) => n.toLocaleString('en-US');
@@ -21,11 +22,6 @@ function duration(seconds: number): string {
   const m = Math.floor(seconds / 60);
   if (m < 60) return `${m}m ${Math.round(seconds % 60)}s`;
   return `${Math.floor(m / 60)}h ${m % 60}m`;
-}
-
-function table(rows: string[][]): string[] {
-  const widths = rows[0]?.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length))) ?? [];
-  return rows.map((r) => r.map((cell, i) => (i === 0 || i === r.length - 1 ? cell.padEnd(widths[i] ?? 0) : cell.padStart(widths[i] ?? 0))).join('  ').trimEnd());
 }
 
 /** The one-screen text form. */
@@ -52,7 +48,7 @@ export function formatStatus(s: DaemonStatus): string {
       const errors = Object.entries(op.errors).map(([errno, n]) => `${errno} ${count(n)}`).join(', ');
       rows.push([op.op, count(op.count), ms(op.meanMs), ms(op.p99Ms), errors || '-']);
     }
-    lines.push('', ...table(rows));
+    lines.push('', ...formatTable(rows, [1, 2, 3]));
   }
   return `${lines.join('\n')}\n`;
 }
