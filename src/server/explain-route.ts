@@ -13,7 +13,7 @@ import { KnowledgeError } from '../core/errors.js';
 import { decisionOutcome } from '../core/metrics.js';
 import { findFile } from '../core/plan.js';
 import type { Decision, MembershipAnswer } from '../core/policy.js';
-import { ACCOUNT_SCOPE, teamScope } from '../core/scope.js';
+import { ACCOUNT_SCOPE, TEAM_PREFIX, teamScope } from '../core/scope.js';
 import type { ExplainDecision, ExplainPath, ExplainReadEntry, ExplainResponse, ExplainScope } from '../core/wire.js';
 import { errorResponse, jsonResponse, notFound, parseScopePath, type ApiRequest, type ApiResponse } from './api.js';
 import { audit, decider, denialResponse, type RouteContext } from './context.js';
@@ -21,7 +21,7 @@ import { computePlan, parseThreshold } from './plan-route.js';
 import type { SessionRecord } from './session-registry.js';
 
 function teamOf(scope: string): string {
-  return scope.startsWith('team_') ? scope.slice('team_'.length) : scope;
+  return scope.startsWith(TEAM_PREFIX) ? scope.slice(TEAM_PREFIX.length) : scope;
 }
 
 function listOf(teams: readonly string[]): string {
