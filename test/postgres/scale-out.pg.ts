@@ -16,7 +16,8 @@ import { makeDataDir, removeDataDir, writeDataFile } from '../helpers/data-dir.j
 import { fuseSuite, run, startMount, waitFor, type MountHandle } from '../helpers/mount.js';
 import { startPostgres, type PgCluster } from '../helpers/postgres.js';
 import { startS3, type TestS3 } from '../helpers/s3rver.js';
-import { checkGrepOutput, filesSpec, grepErrors, makeCorpus, versionsOf, type CorpusFile } from '../faults/corpus.js';
+import { filesSpec, makeCorpus, versionsOf, type CorpusFile } from '../faults/corpus.js';
+import { EVERY_OPEN_FETCHES, grepThroughKill } from './grep-through-kill.js';
 
 const TEAMS = Array.from({ length: 6 }, (_, i) => `t${String(i).padStart(2, '0')}`);
 const ADMIN = 'kfsadmin_scaleout_0123456789abcdef';
@@ -82,25 +83,12 @@ fuseSuite('scale-out: S3 publication + PostgreSQL state + three replicas + a rea
     const m = await startMount({
       serverUrl: [a.url, b.url, c.url].join(','),
       token: s.token,
-      args: ['--prefetch-content', 'off', '--cache-size', '0', '--grant-ttl', '0', '--sync-interval', '200ms'],
+      args: EVERY_OPEN_FETCHES,
     });
     mounts.push(m);
-    const expected = [...corpus];
-    const versions = versionsOf(expected);
+    const versions = versionsOf(corpus);
     versions.set('team_ledger/DUTY.md', ['# Ledger v1\n']);
-
-    const started = Date.now();
-    const grep = run('grep', ['-r', '-H', '', '.'], { cwd: m.mountpoint, timeoutMs: 60_000 });
-    await new Promise((r) => setTimeout(r, 300));
-    expect((await a.kill('SIGKILL')).signal).toBe('SIGKILL');
-    const done = await grep;
-    expect(Date.now() - started, 'the kill landed after grep had finished').toBeGreaterThan(300);
-    expect(done.timedOut, 'grep hung').toBe(false);
-    expect(grepErrors(done.stderr)).toEqual([]);
-    expect(done.code).toBe(0);
-    const check = checkGrepOutput(done.stdout, versions);
-    expect(check.problems).toEqual([]);
-    expect(check.complete.length).toBe(expected.length + 1);
+    await grepThroughKill(m, a, versions, corpus.length + 1);
 
     // Read through the mount's read tool (goes to B or C), then publish an edit.
     const readTool = await run(process.execPath, [`${process.cwd()}/bin/knowledgefs.js`, 'read', 'knowledge/team_ledger/DUTY.md', '--socket', m.socketPath], { cwd: m.dir, timeoutMs: 30_000 });
