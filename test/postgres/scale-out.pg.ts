@@ -13,7 +13,7 @@ import type { Plan } from '../../src/core/plan.js';
 import { publishTo } from '../helpers/bucket.js';
 import { spawnControlPlane, type SpawnedControlPlane } from '../helpers/control-plane.js';
 import { makeDataDir, removeDataDir, writeDataFile } from '../helpers/data-dir.js';
-import { fuseSuite, run, startMount, waitFor, type MountHandle } from '../helpers/mount.js';
+import { BIN, fuseSuite, run, startMount, waitFor, type MountHandle } from '../helpers/mount.js';
 import { startPostgres, type PgCluster } from '../helpers/postgres.js';
 import { startS3, type TestS3 } from '../helpers/s3rver.js';
 import { filesSpec, makeCorpus, versionsOf, type CorpusFile } from '../faults/corpus.js';
@@ -91,7 +91,7 @@ fuseSuite('scale-out: S3 publication + PostgreSQL state + three replicas + a rea
     await grepThroughKill(m, a, versions, corpus.length + 1);
 
     // Read through the mount's read tool (goes to B or C), then publish an edit.
-    const readTool = await run(process.execPath, [`${process.cwd()}/bin/knowledgefs.js`, 'read', 'knowledge/team_ledger/DUTY.md', '--socket', m.socketPath], { cwd: m.dir, timeoutMs: 30_000 });
+    const readTool = await run(process.execPath, [BIN, 'read', 'knowledge/team_ledger/DUTY.md', '--socket', m.socketPath], { cwd: m.dir, timeoutMs: 30_000 });
     expect(readTool.code, readTool.stderr).toBe(0);
     await writeDataFile(dir, 'teams/ledger/DUTY.md', '# Ledger v2\n');
     await publishTo(s3, PREFIX, dir);
