@@ -4,7 +4,7 @@
 import { KnowledgeError } from '../core/errors.js';
 import { CONTROL_PLANE_METRICS, decisionOutcome, type MetricsExposition, type MetricsRecorder } from '../core/metrics.js';
 import { createScopeEvaluator, type Decision, type SessionIdentity } from '../core/policy.js';
-import type { ScopeName } from '../core/scope.js';
+import { ACCOUNT_SCOPE, teamScope, type ScopeName } from '../core/scope.js';
 import { notFound, errorResponse, type ApiResponse } from './api.js';
 import { toAuditRecord, type AuditAction, type AuditSink } from './audit-log.js';
 import type { DirectoryView } from './pack-source.js';
@@ -35,6 +35,11 @@ export interface RouteContext {
 
 export function identityOf(session: SessionRecord): SessionIdentity {
   return { id: session.id, kind: session.kind, creator: session.creator, team: session.team };
+}
+
+/** The account and the session's bound team, if any: the scopes every plan holds and the manifest advertises. */
+export function boundScopes(session: SessionRecord): ScopeName[] {
+  return [ACCOUNT_SCOPE, ...(session.team !== undefined ? [teamScope(session.team)] : [])];
 }
 
 /**

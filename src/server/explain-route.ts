@@ -16,7 +16,7 @@ import type { Decision, MembershipAnswer } from '../core/policy.js';
 import { ACCOUNT_SCOPE, TEAM_PREFIX, teamScope } from '../core/scope.js';
 import type { ExplainDecision, ExplainPath, ExplainReadEntry, ExplainResponse, ExplainScope } from '../core/wire.js';
 import { errorResponse, jsonResponse, notFound, parseScopePath, type ApiRequest, type ApiResponse } from './api.js';
-import { audit, decider, denialResponse, type RouteContext } from './context.js';
+import { audit, boundScopes, decider, denialResponse, type RouteContext } from './context.js';
 import { computePlan, parseThreshold } from './plan-route.js';
 import type { SessionRecord } from './session-registry.js';
 
@@ -86,7 +86,7 @@ export async function explainRoute(ctx: RouteContext, req: ApiRequest): Promise<
   for (const d of byScope.values()) audit(ctx, session, 'explain', d);
 
   const materialised = new Set(plan.scopes.map((s) => s.scope));
-  const advertisedCandidates = new Set([ACCOUNT_SCOPE, ...(session.team !== undefined ? [teamScope(session.team)] : []), ...session.mounted.map(teamScope)]);
+  const advertisedCandidates = new Set([...boundScopes(session), ...session.mounted.map(teamScope)]);
   const scopes: ExplainScope[] = [...byScope.values()]
     .sort((a, b) => (a.scope === ACCOUNT_SCOPE ? -1 : b.scope === ACCOUNT_SCOPE ? 1 : a.scope.localeCompare(b.scope)))
     .map((d) => {

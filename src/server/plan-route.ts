@@ -26,9 +26,9 @@ import { CONTROL_PLANE_METRICS } from '../core/metrics.js';
 import type { ErrorBody } from '../core/wire.js';
 import type { Decision } from '../core/policy.js';
 import { buildPlan, KNOWN_VERSION_PREFIX, snapshotScope, type Plan, type ScopeSnapshot, type UnchangedScope } from '../core/plan.js';
-import { ACCOUNT_SCOPE, parseScope, teamScope } from '../core/scope.js';
+import { parseScope, teamScope } from '../core/scope.js';
 import { empty, jsonResponse, rawJsonResponse, type ApiRequest, type ApiResponse } from './api.js';
-import { audit, decider, type RouteContext } from './context.js';
+import { audit, boundScopes, decider, type RouteContext } from './context.js';
 import { recheckedMembership, type MembershipSource } from './membership.js';
 import type { SessionRecord } from './session-registry.js';
 
@@ -69,8 +69,7 @@ export async function computePlan(
   const candidates = new Map<string, ScopeSnapshot>();
   for (const s of ctx.store.scopes()) candidates.set(s.scope, s);
   // Account and the bound team are always in a plan, empty when they have no pack yet.
-  const always = [ACCOUNT_SCOPE, ...(session.team !== undefined ? [teamScope(session.team)] : [])];
-  for (const scope of always) if (!candidates.has(scope)) candidates.set(scope, snapshotScope(scope, []));
+  for (const scope of boundScopes(session)) if (!candidates.has(scope)) candidates.set(scope, snapshotScope(scope, []));
   for (const team of session.mounted) {
     const scope = teamScope(team);
     if (!candidates.has(scope)) candidates.set(scope, snapshotScope(scope, []));

@@ -9,10 +9,10 @@ import { KnowledgeError } from '../core/errors.js';
 import { buildManifest } from '../core/manifest.js';
 import { findFile } from '../core/plan.js';
 import { buildReminder, isValidDate } from '../core/reminder.js';
-import { ACCOUNT_SCOPE, DUTY_FILE, parseScope, teamScope } from '../core/scope.js';
+import { DUTY_FILE, parseScope, teamScope } from '../core/scope.js';
 import { SHA256_HEADER, type GrantResponse, type ManifestResponse, type ReadRequest, type ReadResponse, type ReminderResponse, type SessionView } from '../core/wire.js';
 import { jsonResponse, notFound, parseEncodedScopePath, parseScopePath, errorResponse, type ApiRequest, type ApiResponse } from './api.js';
-import { decider, denialResponse, type RouteContext } from './context.js';
+import { boundScopes, decider, denialResponse, type RouteContext } from './context.js';
 import type { SessionRecord } from './session-registry.js';
 
 export function sessionView(session: SessionRecord): SessionView {
@@ -98,7 +98,7 @@ async function duty(ctx: RouteContext, scope: string): Promise<string | null> {
 
 export async function manifestRoute(ctx: RouteContext, session: SessionRecord): Promise<ApiResponse> {
   const { decide } = decider(ctx, session);
-  const advertised = [ACCOUNT_SCOPE, ...(session.team !== undefined ? [teamScope(session.team)] : [])];
+  const advertised = boundScopes(session);
   const scopes: { scope: string; duty: string | null }[] = [];
   for (const scope of advertised) {
     if ((await decide(scope, 'manifest')).allowed) scopes.push({ scope, duty: await duty(ctx, scope) });
