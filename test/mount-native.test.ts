@@ -12,10 +12,10 @@
 import { rename, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, expect, it } from 'vitest';
 import { startControlPlane, type TestControlPlane } from './helpers/control-plane.js';
 import { makeDataDir, removeDataDir, removeDataFile, writeDataFile } from './helpers/data-dir.js';
-import { fuseSuite, isMounted, run, startMount, waitFor, type MountHandle } from './helpers/mount.js';
+import { fuseSuite, isMounted, run, startMount, suiteNeeding, waitFor, type MountHandle } from './helpers/mount.js';
 import { loadNativeAddon } from '../src/daemon/native-fuse-adapter.js';
 
 const NATIVE = ['--fuse-binding', 'native', '--sync-interval', '300ms', '--grant-ttl', '500ms'];
@@ -32,10 +32,7 @@ function nativeUnavailable(): string | undefined {
 }
 
 function nativeSuite(name: string, body: () => void): void {
-  const reason = nativeUnavailable();
-  if (reason === undefined) fuseSuite(name, body);
-  else if (process.env.CI === 'true') describe(name, () => it('needs the native addon (CI=true: not built is a failure)', () => expect.fail(reason)));
-  else describe.skip(`${name} (skipped: ${reason})`, body);
+  suiteNeeding('the native addon', nativeUnavailable(), name, body, fuseSuite);
 }
 
 let cp: TestControlPlane;

@@ -33,22 +33,34 @@ export function fuseUnavailableReason(): string | undefined {
 }
 
 /**
- * `describe` for suites that need a real mount: runs them when FUSE works,
- * skips them when it doesn't, and fails with CI=true.
+ * `describe` for suites that need what this machine may lack (`reason` says
+ * why it is missing, undefined when it is there): runs them with `present`
+ * when it is there, skips them when it isn't, and fails with CI=true (a CI
+ * machine must not pass by skipping).
  */
-export function fuseSuite(name: string, body: () => void): void {
-  const reason = fuseUnavailableReason();
+export function suiteNeeding(
+  needs: string,
+  reason: string | undefined,
+  name: string,
+  body: () => void,
+  present: (name: string, body: () => void) => void = (n, b) => describe(n, b),
+): void {
   if (reason === undefined) {
-    describe(name, body);
+    present(name, body);
   } else if (process.env.CI === 'true') {
     describe(name, () => {
-      it('needs FUSE (CI=true: a missing FUSE is a failure, not a skip)', () => {
+      it(`needs ${needs} (CI=true: without it this is a failure, not a skip)`, () => {
         throw new Error(reason);
       });
     });
   } else {
     describe.skip(`${name} (skipped: ${reason.replace(/\n/g, ' ')})`, body);
   }
+}
+
+/** `describe` for suites that need a real mount (see suiteNeeding). */
+export function fuseSuite(name: string, body: () => void): void {
+  suiteNeeding('FUSE', fuseUnavailableReason(), name, body);
 }
 
 export interface RunResult {

@@ -7,8 +7,7 @@
 // suite otherwise, except with CI=true where it fails instead.
 
 import { execFileSync } from 'node:child_process';
-import { describe, it } from 'vitest';
-import { run, type RunOptions, type RunResult } from './mount.js';
+import { run, suiteNeeding, type RunOptions, type RunResult } from './mount.js';
 
 export interface TestUser {
   readonly name: string;
@@ -31,15 +30,7 @@ export function testUsersUnavailableReason(): string | undefined {
 
 /** `describe` for suites that run commands as other users: skips without root, fails with CI=true. */
 export function usersSuite(name: string, body: () => void): void {
-  const reason = testUsersUnavailableReason();
-  if (reason === undefined) describe(name, body);
-  else if (process.env.CI === 'true') {
-    describe(name, () => {
-      it('needs test users (CI=true: this is a failure, not a skip)', () => {
-        throw new Error(reason);
-      });
-    });
-  } else describe.skip(`${name} (skipped: ${reason})`, body);
+  suiteNeeding('test users', testUsersUnavailableReason(), name, body);
 }
 
 function lookup(name: string): TestUser | undefined {
