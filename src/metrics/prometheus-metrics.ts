@@ -129,11 +129,10 @@ export class PrometheusMetrics implements MetricsRecorder {
     else if (spec.type === 'gauge') metric = new Gauge(base);
     else metric = new Histogram({ ...base, buckets: [...spec.buckets] });
     this.metrics.set(spec.name, { spec, metric });
+    // prom-client starts a metric without labels at zero itself.
     if (spec.type === 'counter') {
       const combos = labelCombinations(spec.labels);
       if (combos.length <= PRECREATE_LIMIT) for (const labels of combos) (metric as Counter<string>).inc(labels, 0);
-    } else if (spec.type === 'gauge' && Object.keys(spec.labels).length === 0) {
-      (metric as Gauge<string>).set(0);
     }
   }
 
