@@ -74,9 +74,14 @@ export function parseDirectory(value: unknown, file: string): Directory {
 
 /** Reads and validates `file`; a missing file or bad JSON is a config error naming it. */
 export async function loadDirectory(file: string): Promise<Directory> {
-  let text: string;
+  return (await readDirectoryFile(file)).directory;
+}
+
+/** `loadDirectory`, also answering the bytes read (publish names them by their sha256). */
+export async function readDirectoryFile(file: string): Promise<{ readonly bytes: Buffer; readonly directory: Directory }> {
+  let bytes: Buffer;
   try {
-    text = await readFile(file, 'utf8');
+    bytes = await readFile(file);
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     throw new KnowledgeError(
@@ -86,9 +91,9 @@ export async function loadDirectory(file: string): Promise<Directory> {
   }
   let parsed: unknown;
   try {
-    parsed = JSON.parse(text);
+    parsed = JSON.parse(bytes.toString('utf8'));
   } catch (err) {
     throw new KnowledgeError('config', `${file}: (top level): not valid JSON: ${err instanceof Error ? err.message : String(err)}`);
   }
-  return parseDirectory(parsed, file);
+  return { bytes, directory: parseDirectory(parsed, file) };
 }

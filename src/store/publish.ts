@@ -13,7 +13,7 @@
 // indexes are taken as present (its readers need them); others are asked
 // about (blob-presence.ts).
 
-import { readFile, stat } from 'node:fs/promises';
+import { stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { KnowledgeError } from '../core/errors.js';
 import type { PlanFile, ScopeSnapshot } from '../core/plan.js';
@@ -36,7 +36,7 @@ import {
 } from '../core/publication.js';
 import type { ScopeName } from '../core/scope.js';
 import { DirPackStore, scopeDir } from '../server/dir-pack-store.js';
-import { parseDirectory } from '../server/directory.js';
+import { readDirectoryFile } from '../server/directory.js';
 import { eachLimited, presentBlobs } from './blob-presence.js';
 import { isObjectStoreError, type ObjectStore } from './object-store.js';
 
@@ -142,17 +142,7 @@ export async function publish(options: PublishOptions): Promise<PublishResult> {
     throw new KnowledgeError('config', `--data ${dataDir}: not a directory (it needs directory.json, account/ and teams/<id>/)`);
   }
   // directory.json first: an invalid one stops the publish before anything is uploaded.
-  const directoryFile = join(dataDir, 'directory.json');
-  const directoryBytes = await readFile(directoryFile).catch((err: NodeJS.ErrnoException) => {
-    throw new KnowledgeError('config', err.code === 'ENOENT' ? `${directoryFile}: missing (create it with {"teams": {}, "users": {}})` : `${directoryFile}: cannot read: ${err.message}`);
-  });
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(directoryBytes.toString('utf8'));
-  } catch (err) {
-    throw new KnowledgeError('config', `${directoryFile}: (top level): not valid JSON: ${err instanceof Error ? err.message : String(err)}`);
-  }
-  parseDirectory(parsed, directoryFile);
+  const { bytes: directoryBytes } = await readDirectoryFile(join(dataDir, 'directory.json'));
   const directorySha = sha256Hex(directoryBytes);
 
   const packs = new DirPackStore(dataDir, { maxFileSize: options.maxFileSize, log: (line) => log(`warning: ${line}`) });
