@@ -8,10 +8,10 @@
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BIN, REPO_ROOT, spawnControlPlane, type SpawnedControlPlane } from '../helpers/control-plane.js';
+import { run, waitFor } from '../helpers/mount.js';
 import { startPostgres, type PgCluster } from '../helpers/postgres.js';
 import { S3RVER_ENV, startS3, type TestS3 } from '../helpers/s3rver.js';
 
@@ -46,24 +46,7 @@ function environment(name: string): Record<string, string> {
   return env;
 }
 
-function help(...args: string[]): Promise<string> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [BIN, ...args, '--help'], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    child.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));
-    child.on('close', () => resolve(out));
-  });
-}
-
-function run(args: string[], env: Record<string, string>): Promise<{ code: number | null; out: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    child.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));
-    child.stderr.setEncoding('utf8').on('data', (d: string) => (out += d));
-    child.on('close', (code) => resolve({ code, out }));
-  });
-}
+const help = async (...args: string[]) => (await run(process.execPath, [BIN, ...args, '--help'])).stdout;
 
 describe('docker/compose.scale-out.yaml', () => {
   it('the proxy fronts exactly the replica services, and the runner and session talk to the proxy', () => {
@@ -122,9 +105,10 @@ describe('the compose commands, run here', () => {
 
   it('publish, then two replicas on the published store and one PostgreSQL: a mount through A is in B\'s plan', async () => {
     // The publish service's entrypoint is `knowledgefs publish`.
-    const published = await run(['publish', ...command('publish').map(local)], localEnv('publish'));
-    expect(published.code, published.out).toBe(0);
-    expect(published.out).toMatch(/published s3:\/\/knowledge\/kfs/);
+    const published = await run(process.execPath, [BIN, 'publish', ...command('publish').map(local)], { env: localEnv('publish'), timeoutMs: 120_000 });
+    const out = published.stdout + published.stderr;
+    expect(published.code, out).toBe(0);
+    expect(out).toMatch(/published s3:\/\/knowledge\/kfs/);
 
     const args = command('x-replica').map(local);
     const listen = args.indexOf('--listen');
@@ -138,12 +122,10 @@ describe('the compose commands, run here', () => {
     const auth = { authorization: `Bearer ${s.token}` };
     const read = await fetch(`${b.url}/v1/read`, { method: 'POST', headers: auth, body: JSON.stringify({ path: 'team_search/DUTY.md', mount: true }) });
     expect(read.status).toBe(200);
-    let mounted: string[] = [];
-    const deadline = Date.now() + 5_000;
-    while (mounted.length === 0 && Date.now() < deadline) {
-      mounted = ((await (await fetch(`${a.url}/v1/plan?threshold=1`, { headers: auth })).json()) as { mounted: string[] }).mounted;
-      if (mounted.length === 0) await new Promise((r) => setTimeout(r, 50));
-    }
+    const mounted = await waitFor(async () => {
+      const plan = (await (await fetch(`${a.url}/v1/plan?threshold=1`, { headers: auth })).json()) as { mounted: string[] };
+      return plan.mounted.length > 0 ? plan.mounted : null;
+    }, 5_000, 50);
     expect(mounted).toEqual(['search']);
     for (const r of replicas) {
       expect(r.stderr).toMatch(/live sessions in PostgreSQL at postgres:\/\/postgres@127\.0\.0\.1/);
