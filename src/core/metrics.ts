@@ -255,11 +255,6 @@ export function histogramQuantile(q: number, buckets: readonly { readonly le: nu
   return lowerLe;
 }
 
-/** Every label value a metric may take must be a short name: no slashes, spaces or dots. */
-export function labelValueProblem(value: string): string | null {
-  return /^[A-Za-z0-9_]{1,32}$/.test(value) ? null : `label value "${value}" is not a short name`;
-}
-
 /** What a `/metrics` answer needs: the exposition text and its content type. */
 export interface MetricsExposition {
   readonly contentType: string;
