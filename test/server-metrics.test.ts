@@ -10,6 +10,7 @@ import type { MembershipSource } from '../src/server/membership.js';
 import { startControlPlane, type TestControlPlane } from './helpers/control-plane.js';
 import { makeDataDir, removeDataDir, writeDataFile, type DataDirSpec } from './helpers/data-dir.js';
 import { allLabels, scrape, value, type Scrape } from './helpers/metrics-scrape.js';
+import { waitFor } from './helpers/mount.js';
 
 const spec: DataDirSpec = {
   teams: { payments: 'Payments', search: 'Search', storage: 'Storage' },
@@ -151,21 +152,13 @@ describe('counters follow the requests', () => {
     await first.text();
     const controller = new AbortController();
     const poll = fetch(`${cp.url}/v1/plan?wait=20`, { headers: { ...auth(alice.token), 'if-none-match': etag }, signal: controller.signal }).catch(() => null);
-    let open = 0;
-    for (let i = 0; i < 100 && open === 0; i++) {
-      open = value(await metricsOf(), M.planLongPolls.name);
-      if (open === 0) await new Promise((r) => setTimeout(r, 20));
-    }
+    const open = await waitFor(async () => value(await metricsOf(), M.planLongPolls.name), 5_000, 20);
     expect(open).toBe(1);
     expect(value(await metricsOf(), M.httpInFlight.name)).toBeGreaterThanOrEqual(2); // the poll and this scrape
     controller.abort();
     await poll;
-    let after = 1;
-    for (let i = 0; i < 100 && after !== 0; i++) {
-      after = value(await metricsOf(), M.planLongPolls.name);
-      if (after !== 0) await new Promise((r) => setTimeout(r, 20));
-    }
-    expect(after).toBe(0);
+    await waitFor(async () => value(await metricsOf(), M.planLongPolls.name) === 0, 5_000, 20);
+    expect(value(await metricsOf(), M.planLongPolls.name)).toBe(0);
   });
 
   it('reports sessions, mounted teams, scans and pack sizes', async () => {
