@@ -33,8 +33,6 @@ export class BlobCache {
   private readonly memory: LRUCache<string, Buffer>;
   private readonly disk: LRUCache<string, number> | null;
   private readonly inflight = new Map<string, Promise<Buffer>>();
-  /** Blobs fetched from the store (not from memory or disk). */
-  fetches = 0;
   /** Memory lookups that found the blob, and those that did not (metrics). */
   hits = 0;
   misses = 0;
@@ -115,7 +113,6 @@ export class BlobCache {
       this.memory.set(sha, fromDisk);
       return fromDisk;
     }
-    this.fetches++;
     const bytes = await this.options.fetch(sha, size);
     const actual = sha256Hex(bytes);
     if (actual !== sha) throw this.options.corrupt(sha, actual, 'store');
