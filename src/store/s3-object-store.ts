@@ -70,6 +70,11 @@ export class S3ObjectStore implements ObjectStore {
     return this.config.prefix === '' ? key : `${this.config.prefix}/${key}`;
   }
 
+  /** The request path of one object: `/BUCKET/PREFIX/KEY`, encoded as it is signed. */
+  private objectPath(key: string): string {
+    return `${this.root}/${encodeKeyPath(this.fullKey(key))}`;
+  }
+
   private async send(
     method: 'GET' | 'PUT' | 'HEAD',
     path: string,
@@ -157,7 +162,7 @@ export class S3ObjectStore implements ObjectStore {
   async get(key: string, options: GetOptions): Promise<StoredObject | null | 'not-modified'> {
     const what = this.where(key);
     const headers: Record<string, string> = options.ifNoneMatch !== undefined ? { 'if-none-match': options.ifNoneMatch } : {};
-    const res = await this.send('GET', `${this.root}/${encodeKeyPath(this.fullKey(key))}`, what, { headers });
+    const res = await this.send('GET', this.objectPath(key), what, { headers });
     if (res.status === 404) {
       discard(res.body);
       return null;
@@ -174,14 +179,14 @@ export class S3ObjectStore implements ObjectStore {
 
   async put(key: string, body: Buffer, contentType = 'application/octet-stream'): Promise<void> {
     const what = this.where(key);
-    const res = await this.send('PUT', `${this.root}/${encodeKeyPath(this.fullKey(key))}`, what, { headers: { 'content-type': contentType }, body });
+    const res = await this.send('PUT', this.objectPath(key), what, { headers: { 'content-type': contentType }, body });
     if (res.status !== 200 && res.status !== 204) throw await this.statusError(res, 'PUT', what);
     await res.body.dump();
   }
 
   async has(key: string): Promise<boolean> {
     const what = this.where(key);
-    const res = await this.send('HEAD', `${this.root}/${encodeKeyPath(this.fullKey(key))}`, what);
+    const res = await this.send('HEAD', this.objectPath(key), what);
     await res.body.dump();
     if (res.status === 200) return true;
     if (res.status === 404) return false;
