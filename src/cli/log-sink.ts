@@ -22,7 +22,6 @@ export interface LogSinkOptions {
   /** Absolute path; absent = stderr. */
   readonly file?: string | undefined;
   readonly stderr: NodeJS.WritableStream;
-  readonly now?: () => Date;
 }
 
 export class LogSink {
@@ -35,7 +34,7 @@ export class LogSink {
 
   /** The `Log` the parts are given. */
   readonly log = (message: string, fields?: LogFields): void => {
-    const line = formatLogLine(this.opts.format, (this.opts.now ?? (() => new Date()))(), this.opts.component, message, fields);
+    const line = formatLogLine(this.opts.format, new Date(), this.opts.component, message, fields);
     if (this.fd === null) {
       this.opts.stderr.write(line);
       return;
