@@ -5,10 +5,9 @@
 // real HTTP service that counts its calls.
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CONTROL_PLANE_METRICS as M } from '../src/core/metrics.js';
 import type { Plan } from '../src/core/plan.js';
 import { makeDataDir, removeDataDir, writeDataFile } from './helpers/data-dir.js';
-import { startControlPlane, type TestControlPlane } from './helpers/control-plane.js';
+import { longPollsWaiting, startControlPlane, type TestControlPlane } from './helpers/control-plane.js';
 import { startFaultMembership, type FaultMembership } from './helpers/fault-membership.js';
 
 let dir: string;
@@ -44,17 +43,6 @@ const auth = (token: string) => ({ authorization: `Bearer ${token}` });
 
 async function etagOf(cp: TestControlPlane, token: string): Promise<string> {
   return (await fetch(`${cp.url}/v1/plan`, { headers: auth(token) })).headers.get('etag') as string;
-}
-
-/** Waits until `n` plan long-polls wait at `cp` (its open long-polls gauge), so what follows lands while they wait. */
-async function waiting(cp: TestControlPlane, n: number): Promise<void> {
-  const deadline = Date.now() + 10_000;
-  for (;;) {
-    const open = (await cp.cp.metrics.samples(M.planLongPolls))[0]?.value ?? 0;
-    if (open >= n) return;
-    if (Date.now() > deadline) throw new Error(`${open} plan long-polls waiting, not ${n}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
 }
 
 function longPoll(cp: TestControlPlane, token: string, etag: string, wait: number) {
@@ -98,7 +86,7 @@ describe('plan long-polls and the membership service', () => {
     const s = await cp.createSession({ kind: 'personal', creator: 'alice', team: 'payments' });
     const etag = await etagOf(cp, s.token);
     const poll = longPoll(cp, s.token, etag, 30);
-    await waiting(cp, 1);
+    await longPollsWaiting(cp, 1);
     members.setTeams('alice', ['payments']);
     try {
       const r = await poll;
@@ -117,7 +105,7 @@ describe('plan long-polls wake on real changes', () => {
     const s = await cp.createSession({ kind: 'team', creator: 'alice', team: 'payments' });
     const etag = await etagOf(cp, s.token);
     const poll = longPoll(cp, s.token, etag, 30);
-    await waiting(cp, 1);
+    await longPollsWaiting(cp, 1);
     await writeDataFile(dir, 'teams/payments/new.md', 'new\n');
     await cp.rescan();
     const r = await poll;
@@ -131,7 +119,7 @@ describe('plan long-polls wake on real changes', () => {
     // Over the threshold: only account, bound team and mounted teams are in the plan.
     const etag = (await fetch(`${cp.url}/v1/plan?threshold=1`, { headers: auth(s.token) })).headers.get('etag') as string;
     const poll = fetch(`${cp.url}/v1/plan?threshold=1&wait=30`, { headers: { ...auth(s.token), 'if-none-match': etag } });
-    await waiting(cp, 1);
+    await longPollsWaiting(cp, 1);
     const read = await fetch(`${cp.url}/v1/read`, { method: 'POST', headers: auth(s.token), body: JSON.stringify({ path: 'team_search/DUTY.md', mount: true }) });
     expect(read.status).toBe(200);
     const res = await poll;
@@ -144,7 +132,7 @@ describe('plan long-polls wake on real changes', () => {
     const s = await cp.createSession({ kind: 'team', creator: 'alice', team: 'payments' });
     const etag = await etagOf(cp, s.token);
     const poll = longPoll(cp, s.token, etag, 30);
-    await waiting(cp, 1);
+    await longPollsWaiting(cp, 1);
     const del = await fetch(`${cp.url}/v1/admin/sessions/${s.sessionId}`, { method: 'DELETE', headers: auth(cp.adminToken) });
     expect(del.status).toBe(204);
     const r = await poll;
@@ -160,7 +148,7 @@ describe('long-polls per session', () => {
     const t = await cp.createSession({ kind: 'team', creator: 'alice', team: 'search' });
     const etag = await etagOf(cp, s.token);
     const held = [longPoll(cp, s.token, etag, 2), longPoll(cp, s.token, etag, 2)];
-    await waiting(cp, 2);
+    await longPollsWaiting(cp, 2);
     const third = await longPoll(cp, s.token, etag, 2);
     expect(third.status).toBe(429);
     expect(third.retryAfter).toBe('1');

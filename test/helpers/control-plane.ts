@@ -18,6 +18,7 @@ import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { CONTROL_PLANE_METRICS } from '../../src/core/metrics.js';
 import type { CreateSessionRequest, CreateSessionResponse } from '../../src/core/wire.js';
 import { serveControlPlane, type ControlPlaneDeps, type ListeningControlPlane } from '../../src/server/control-plane.js';
 import type { ListenAddress } from '../../src/core/listen-address.js';
@@ -110,6 +111,17 @@ export async function startControlPlane(options: StartOptions): Promise<TestCont
     rescan: () => cp.rescan(),
     close: () => cp.close(),
   };
+}
+
+/** Waits until `n` plan long-polls wait at `cp` (its open long-polls gauge), so what a test does next lands while they wait. */
+export async function longPollsWaiting(cp: TestControlPlane, n: number): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const open = (await cp.cp.metrics.samples(CONTROL_PLANE_METRICS.planLongPolls))[0]?.value ?? 0;
+    if (open >= n) return;
+    if (Date.now() > deadline) throw new Error(`${open} plan long-polls waiting, not ${n}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
 }
 
 export interface SpawnOptions {

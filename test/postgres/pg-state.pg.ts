@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
 import { loadMigrations, migrate } from '../../src/server/pg-migrations.js';
 import { makeDataDir, removeDataDir } from '../helpers/data-dir.js';
-import { startControlPlane, type TestControlPlane } from '../helpers/control-plane.js';
+import { longPollsWaiting, startControlPlane, type TestControlPlane } from '../helpers/control-plane.js';
 import { startPostgres, type PgCluster } from '../helpers/postgres.js';
 
 let pgc: PgCluster;
@@ -158,7 +158,7 @@ describe('replicas sharing PostgreSQL state', () => {
     expect(((await first.json()) as { mounted: string[] }).mounted).toEqual([]);
     // A long-poll on B, then the mount through A.
     const polling = plan(b.url, s.token, { 'if-none-match': etag }, '?threshold=0&wait=20');
-    await new Promise((r) => setTimeout(r, 200));
+    await longPollsWaiting(b, 1);
     const started = Date.now();
     const res = await readVia(a.url, s.token, 'team_search/runbooks/reindex.md');
     expect(res.status).toBe(200);
@@ -201,7 +201,7 @@ describe('replicas sharing PostgreSQL state', () => {
     expect((await fetch(`${b.url}/v1/session`, { headers: auth(s.token) })).status).toBe(200);
     const first = await plan(b.url, s.token);
     const polling = plan(b.url, s.token, { 'if-none-match': first.headers.get('etag') as string }, '?wait=20');
-    await new Promise((r) => setTimeout(r, 100));
+    await longPollsWaiting(b, 1);
     const revokedAt = Date.now();
     const del = await fetch(`${a.url}/v1/admin/sessions/${s.sessionId}`, { method: 'DELETE', headers: auth(ADMIN) });
     expect(del.status).toBe(204);
