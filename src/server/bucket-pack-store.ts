@@ -222,25 +222,28 @@ export class BucketPackStore implements PackStore {
       byScope.set(scope, parseIndex(got.bytes, scope, version, this.options.maxFileSize));
     });
     const blobs = new Set<string>();
-    const where = new Map<string, string>();
-    for (const s of byScope.values()) {
-      for (const f of s.files) {
-        if (!blobs.has(f.sha256)) where.set(f.sha256, `${s.scope}/${f.path}`);
-        blobs.add(f.sha256);
-      }
-    }
-    await this.checkBlobs(blobs, where);
+    for (const s of byScope.values()) for (const f of s.files) blobs.add(f.sha256);
+    await this.checkBlobs(blobs, byScope);
     const sorted = [...byScope.values()].sort((a, b) => compareScopes(a.scope, b.scope));
     return { pointer, etag, directory, byScope, sorted, blobs };
   }
 
   /** Every blob the new publication names must exist; those the current one names were checked already. */
-  private async checkBlobs(blobs: ReadonlySet<string>, where: ReadonlyMap<string, string>): Promise<void> {
+  private async checkBlobs(blobs: ReadonlySet<string>, byScope: ReadonlyMap<ScopeName, ScopeSnapshot>): Promise<void> {
     const unseen = [...blobs].filter((sha) => this.current?.blobs.has(sha) !== true);
     const present = await presentBlobs(this.options.store, unseen);
-    for (const sha of unseen) {
-      if (!present.has(sha)) throw new PublicationError(blobKey(sha), `missing (the blob of ${where.get(sha) ?? sha})`);
+    const missing = unseen.find((sha) => !present.has(sha));
+    if (missing === undefined) return;
+    // The message names the first file whose blob it is.
+    let named: string | undefined;
+    for (const s of byScope.values()) {
+      const f = s.files.find((file) => file.sha256 === missing);
+      if (f !== undefined) {
+        named = `${s.scope}/${f.path}`;
+        break;
+      }
     }
+    throw new PublicationError(blobKey(missing), `missing (the blob of ${named ?? missing})`);
   }
 
   private install(next: Publication): void {
