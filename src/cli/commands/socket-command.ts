@@ -5,7 +5,7 @@
 
 import { tmpdir } from 'node:os';
 import { KnowledgeClient } from '../../client/knowledge-client.js';
-import { KnowledgeError, errorCodeOf, isKnowledgeError } from '../../core/errors.js';
+import { KnowledgeError, isKnowledgeError } from '../../core/errors.js';
 import { defaultSocketPath } from '../../core/socket-path.js';
 import type { CliContext } from '../context.js';
 import { EXIT_FOR_CODE } from '../exit-codes.js';
@@ -48,16 +48,12 @@ export async function callDaemon<T>(
     return await call(client);
   } catch (err) {
     if (!opts.json || !isKnowledgeError(err)) throw err;
-    writeJsonError(ctx, err);
-    result.code = EXIT_FOR_CODE[errorCodeOf(err)];
+    ctx.stdout.write(`${JSON.stringify({ ok: false, error: { code: err.code, message: err.message } })}\n`);
+    result.code = EXIT_FOR_CODE[err.code];
     return undefined;
   } finally {
     client.close();
   }
-}
-
-export function writeJsonError(ctx: CliContext, err: KnowledgeError): void {
-  ctx.stdout.write(`${JSON.stringify({ ok: false, error: { code: err.code, message: err.message } })}\n`);
 }
 
 /** Quotes `text` for a POSIX shell when it needs it. */
