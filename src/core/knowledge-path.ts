@@ -42,13 +42,22 @@ function below(root: string, abs: string): string | null {
   return abs.startsWith(prefix) ? abs.slice(prefix.length) : null;
 }
 
-export function resolveKnowledgePath(input: string, cwd: string, mountpoint: string): ResolvedKnowledgePath {
-  if (input === '') throw invalid('""', 'empty path');
-  if (input.includes('\0')) throw invalid(JSON.stringify(input), 'NUL character in path');
-  if (Buffer.byteLength(input) > MAX_PATH_BYTES) throw invalid(`${input.slice(0, 64)}…`, `path longer than ${MAX_PATH_BYTES} bytes`);
-  if (!posix.isAbsolute(mountpoint)) throw new KnowledgeError('internal', `mount point is not absolute: ${mountpoint}`);
-  if (!posix.isAbsolute(cwd)) throw new KnowledgeError('invalid_argument', `working directory is not absolute: ${cwd}`);
+export interface MountRelativePath {
+  /** The mount point, normalised, without a trailing slash. */
+  readonly root: string;
+  /** The mount point's basename (`knowledge` as a rule). */
+  readonly base: string;
+  /** The path below `root`: '' for the mount itself, null when it lands outside. */
+  readonly rel: string | null;
+  /** True when the path as resolved ended in "/". */
+  readonly trailingSlash: boolean;
+}
 
+/**
+ * Where `input` lands, lexically: `knowledge/…` and `<basename>/…` from the
+ * mount's parent, other relative paths from `cwd`, absolute paths as they are.
+ */
+export function mountRelativePath(input: string, cwd: string, mountpoint: string): MountRelativePath {
   const root = posix.normalize(mountpoint).replace(/(.)\/+$/, '$1');
   const base = posix.basename(root);
 
@@ -64,8 +73,17 @@ export function resolveKnowledgePath(input: string, cwd: string, mountpoint: str
   // normalize keeps one trailing slash: remember it, then drop it to compare.
   const trailingSlash = abs.length > 1 && abs.endsWith('/');
   if (trailingSlash) abs = abs.slice(0, -1);
+  return { root, base, rel: below(root, abs), trailingSlash };
+}
 
-  const rel = below(root, abs);
+export function resolveKnowledgePath(input: string, cwd: string, mountpoint: string): ResolvedKnowledgePath {
+  if (input === '') throw invalid('""', 'empty path');
+  if (input.includes('\0')) throw invalid(JSON.stringify(input), 'NUL character in path');
+  if (Buffer.byteLength(input) > MAX_PATH_BYTES) throw invalid(`${input.slice(0, 64)}…`, `path longer than ${MAX_PATH_BYTES} bytes`);
+  if (!posix.isAbsolute(mountpoint)) throw new KnowledgeError('internal', `mount point is not absolute: ${mountpoint}`);
+  if (!posix.isAbsolute(cwd)) throw new KnowledgeError('invalid_argument', `working directory is not absolute: ${cwd}`);
+
+  const { root, base, rel, trailingSlash } = mountRelativePath(input, cwd, mountpoint);
   if (rel === null) throw invalid(input, `outside ${KNOWLEDGE_DIR}/ (the mount at ${root}); give a path as ls or find print it under ${KNOWLEDGE_DIR}/`);
   if (rel === '') throw invalid(input, `is the ${KNOWLEDGE_DIR}/ directory itself, not a file; give a file path such as ${KNOWLEDGE_DIR}/account/DUTY.md`);
 

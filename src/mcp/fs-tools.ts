@@ -7,9 +7,8 @@
 // Output is bounded (entries, matches, characters) and says when it was cut.
 
 import { opendir, readFile, stat } from 'node:fs/promises';
-import { posix } from 'node:path';
 import { InvalidArgumentError, UnavailableError, type KnowledgeError } from '../client/errors.js';
-import { KNOWLEDGE_DIR } from '../core/knowledge-path.js';
+import { KNOWLEDGE_DIR, mountRelativePath } from '../core/knowledge-path.js';
 import { READ_OUTPUT_CAP } from '../core/wire.js';
 
 /** Most characters a list or search answer returns: the read tool's cap. */
@@ -26,20 +25,11 @@ export interface MountDir {
 /** Resolves a directory path the agent typed (`knowledge/…`, relative to cwd, or absolute) inside the mount. */
 export function resolveMountDir(input: string, cwd: string, mountpoint: string): MountDir {
   if (input.includes('\0')) throw new InvalidArgumentError(`${JSON.stringify(input)}: NUL character in path`);
-  const root = posix.normalize(mountpoint).replace(/(.)\/+$/, '$1');
-  const base = posix.basename(root);
-  const first = input.split('/')[0];
-  const joined = posix.isAbsolute(input)
-    ? input
-    : first === KNOWLEDGE_DIR || first === base
-      ? posix.join(root, input.slice((first ?? '').length))
-      : posix.join(cwd, input);
-  const abs = posix.normalize(joined).replace(/(.)\/+$/, '$1');
-  if (abs === root) return { abs, display: base };
-  if (!abs.startsWith(`${root}/`)) {
+  const { root, base, rel } = mountRelativePath(input, cwd, mountpoint);
+  if (rel === null) {
     throw new InvalidArgumentError(`${input}: outside ${KNOWLEDGE_DIR}/ (the mount at ${root}); give a path as ls prints it, e.g. ${KNOWLEDGE_DIR}/account`);
   }
-  return { abs, display: `${base}/${abs.slice(root.length + 1)}` };
+  return rel === '' ? { abs: root, display: base } : { abs: `${root}/${rel}`, display: `${base}/${rel}` };
 }
 
 function fsError(display: string, err: unknown): KnowledgeError {
