@@ -60,23 +60,11 @@ export interface ReadResult {
   readonly mounted: boolean;
 }
 
-export interface Manifest {
-  /** Guidance and the DUTY.md of each advertised and mounted scope, exactly as `knowledgefs manifest` prints it. */
-  readonly text: string;
-  /** sha256 of `text`: changes only when a DUTY.md or the set of advertised/mounted teams does. */
-  readonly sha256: string;
-}
+/** The stable prompt prefix and its sha256 (cache on it). */
+export type Manifest = ManifestResponse;
 
-export interface Reminder {
-  /** Today's date and the paths of read files that changed or vanished, as `knowledgefs reminder` prints it. */
-  readonly text: string;
-  /** YYYY-MM-DD. */
-  readonly date: string;
-  /** `<scope>/<path>` (e.g. `team_search/DUTY.md`) of read files whose bytes changed since read; each reported once. */
-  readonly changed: readonly string[];
-  /** `<scope>/<path>` of read files that are gone or can no longer be loaded; each reported once. */
-  readonly deleted: readonly string[];
-}
+/** The volatile tail: today's date and the read files that changed or vanished, each reported once. */
+export type Reminder = ReminderResponse;
 
 function checkCount(name: string, value: unknown, min: number, max: number): number | undefined {
   if (value === undefined) return undefined;

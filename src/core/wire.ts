@@ -119,16 +119,20 @@ export interface ReadResponse {
 }
 
 export interface ManifestResponse {
+  /** Guidance and the DUTY.md of each advertised and mounted scope, exactly as `knowledgefs manifest` prints it. */
   readonly text: string;
+  /** sha256 of `text`: changes only when a DUTY.md or the set of advertised/mounted teams does. */
   readonly sha256: string;
 }
 
 export interface ReminderResponse {
+  /** Today's date and the paths of read files that changed or vanished, as `knowledgefs reminder` prints it. */
   readonly text: string;
+  /** YYYY-MM-DD. */
   readonly date: string;
-  /** Read-set paths (`<scope>/<path>`) whose bytes changed since they were read. */
+  /** Read-set paths (`<scope>/<path>`, e.g. `team_search/DUTY.md`) whose bytes changed since they were read; each reported once. */
   readonly changed: readonly string[];
-  /** Read-set paths that no longer exist or can no longer be loaded. */
+  /** Read-set paths that no longer exist or can no longer be loaded; each reported once. */
   readonly deleted: readonly string[];
 }
 
