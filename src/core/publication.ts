@@ -13,11 +13,11 @@
 // object it names. A scope's version is the same hash the plan uses (path
 // and sha256 of every file), so an index is checked against its own name.
 
-import { createHash } from 'node:crypto';
 import { KnowledgeError } from './errors.js';
 import { packPathProblem } from './paths.js';
 import { comparePaths, scopeVersion, type PlanFile, type ScopeSnapshot } from './plan.js';
 import { compareScopes, parseScope, type ScopeName } from './scope.js';
+import { isSha256, sha256Hex } from './sha256.js';
 
 export const PUBLICATION_FORMAT = 1;
 export const POINTER_KEY = 'current.json';
@@ -47,15 +47,6 @@ export interface IndexDocument {
   readonly files: readonly PlanFile[];
 }
 
-const SHA256 = /^[0-9a-f]{64}$/;
-
-export function isSha256(text: unknown): text is string {
-  return typeof text === 'string' && SHA256.test(text);
-}
-
-export function sha256Hex(bytes: Buffer | string): string {
-  return createHash('sha256').update(bytes).digest('hex');
-}
 
 export function blobKey(sha256: string): string {
   return `${BLOB_PREFIX}${sha256}`;

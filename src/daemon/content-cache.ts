@@ -10,10 +10,10 @@
 // index of the files, filled from a scan of the directory at start (files of
 // earlier runs count) and from writes; evicted files are deleted.
 
-import { createHash } from 'node:crypto';
 import { mkdir, readdir, readFile, rename, stat, unlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { LRUCache } from 'lru-cache';
+import { sha256Hex } from '../core/sha256.js';
 
 export interface ContentCacheOptions {
   /** Memory bound in bytes (--cache-size). */
@@ -27,10 +27,6 @@ export interface ContentCacheOptions {
 
 export const DEFAULT_CACHE_DIR_SIZE = 1024 ** 3;
 const SHA256_NAME = /^[0-9a-f]{64}$/;
-
-export function sha256Hex(buf: Buffer): string {
-  return createHash('sha256').update(buf).digest('hex');
-}
 
 export class ContentCache {
   private readonly memory: LRUCache<string, Buffer> | undefined;

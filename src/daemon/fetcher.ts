@@ -25,7 +25,7 @@
 
 import { KnowledgeError, isKnowledgeError } from '../core/errors.js';
 import type { ContentCache } from './content-cache.js';
-import { sha256Hex } from './content-cache.js';
+import { sha256Hex } from '../core/sha256.js';
 import type { ControlClient } from './control-client.js';
 
 /** What one `fetchBatch` did with its files. */

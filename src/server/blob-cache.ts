@@ -13,7 +13,7 @@ import { mkdirSync, readdirSync, statSync } from 'node:fs';
 import { readFile, rename, unlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { LRUCache } from 'lru-cache';
-import { isSha256, sha256Hex } from '../core/publication.js';
+import { isSha256, sha256Hex } from '../core/sha256.js';
 
 export interface BlobCacheOptions {
   /** Bytes kept in memory. Blobs larger than this are never kept in memory. */

@@ -37,9 +37,9 @@ import {
   parseIndex,
   parsePointer,
   samePublication,
-  sha256Hex,
   type Pointer,
 } from '../core/publication.js';
+import { sha256Hex } from '../core/sha256.js';
 import { CONTROL_PLANE_METRICS as M, NO_METRICS, type MetricsRecorder } from '../core/metrics.js';
 import { compareScopes, type ScopeName } from '../core/scope.js';
 import { eachLimited, presentBlobs } from '../store/blob-presence.js';

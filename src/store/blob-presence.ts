@@ -3,7 +3,8 @@
 // a listing page names 1 000 keys). Shared by `publish` (what to upload) and
 // replicas (is a new publication whole).
 
-import { BLOB_PREFIX, blobKey, isSha256 } from '../core/publication.js';
+import { BLOB_PREFIX, blobKey } from '../core/publication.js';
+import { isSha256 } from '../core/sha256.js';
 import type { ObjectStore } from './object-store.js';
 
 /** Above this many blobs to ask about, one listing of blobs/ beats a HEAD each. */

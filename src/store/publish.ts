@@ -31,9 +31,9 @@ import {
   samePublication,
   serializeIndex,
   serializePointer,
-  sha256Hex,
   type Pointer,
 } from '../core/publication.js';
+import { sha256Hex } from '../core/sha256.js';
 import type { ScopeName } from '../core/scope.js';
 import { DirPackStore, scopeDir } from '../server/dir-pack-store.js';
 import { readDirectoryFile } from '../server/directory.js';
