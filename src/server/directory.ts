@@ -86,7 +86,7 @@ export async function readDirectoryFile(file: string): Promise<{ readonly bytes:
     const code = (err as NodeJS.ErrnoException).code;
     throw new KnowledgeError(
       'config',
-      code === 'ENOENT' ? `${file}: missing (create it with {"teams": {}, "users": {}})` : `${file}: cannot read: ${String(err)}`,
+      code === 'ENOENT' ? `${file}: missing (create it with {"teams": {}, "users": {}})` : `${file}: cannot read: ${(err as Error).message}`,
     );
   }
   let parsed: unknown;
