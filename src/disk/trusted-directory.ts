@@ -2,7 +2,7 @@
 // socket's directory, --cache-dir and --blob-cache-dir. Whoever can write such
 // a directory (or one above it) can swap what is in it: replace the socket and
 // answer in the daemon's place, or plant symlinks and FIFOs among cache files
-// so that a root process overwrites a file of theirs choosing, or blocks a
+// so that a root process overwrites a file of their choosing, or blocks a
 // thread opening a FIFO. So, before anything is created or read there:
 //   - a missing directory is created by us, mode 0700;
 //   - a directory that is a symlink, that another user owns, or that another

@@ -194,8 +194,7 @@ describe('the blob cache (--blob-cache-dir) never writes through a planted link,
     await symlink(target, join(dir, `.${sha256Hex(a)}.${process.pid}.tmp`));
     await c.get(sha256Hex(a), 1000);
     await c.get(sha256Hex(b), 1000); // a is evicted to disk
-    await settle(dir, sha256Hex(a));
-    await new Promise((r) => setTimeout(r, 100));
+    await settle(dir, sha256Hex(a)); // the final name appears once the spill has been written and renamed
     await expectUntouched(target);
     const st = await lstat(join(dir, sha256Hex(a)));
     expect(st.isFile()).toBe(true);
