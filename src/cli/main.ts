@@ -27,6 +27,7 @@ const COMMANDS: Record<string, () => Promise<Register>> = {
   session: async () => (await import('./commands/session.js')).registerSession,
   mount: async () => (await import('./commands/mount.js')).registerMount,
   read: async () => (await import('./commands/read.js')).registerRead,
+  'can-load': async () => (await import('./commands/can-load.js')).registerCanLoad,
   manifest: async () => (await import('./commands/manifest.js')).registerManifest,
   reminder: async () => (await import('./commands/manifest.js')).registerReminder,
   doctor: async () => (await import('./commands/doctor.js')).registerDoctor,
@@ -47,6 +48,7 @@ Examples:
   KNOWLEDGEFS_TOKEN=kfs_... knowledgefs mount /workspace/knowledge --server http://127.0.0.1:7420
   # from the agent harness
   knowledgefs read knowledge/team_search/DUTY.md
+  knowledgefs can-load team_search --for skill          # before offering a team's skill, tool or sub-agent
   knowledgefs manifest --json
   knowledgefs mcp --socket /run/knowledgefs/control.sock     # the same, as an MCP server
   knowledgefs doctor --server http://127.0.0.1:7420 --token-file runner.token
