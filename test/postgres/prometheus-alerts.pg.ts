@@ -135,6 +135,7 @@ suiteNeeding('FUSE and Prometheus', fuseUnavailableReason() ?? prometheusMissing
       const runner = alerts.find((a) => a.labels.alertname === 'KnowledgefsRunnerEIO');
       return replica !== undefined && runner !== undefined ? { replica, runner } : undefined;
     }, 60_000, 500);
+    if (seen === undefined) throw new Error('the alerts never fired');
     expect(seen.replica.labels).toMatchObject({ instance: replicaTarget, severity: 'critical' });
     expect(seen.runner.labels).toMatchObject({ instance: mountTarget, severity: 'critical' });
   });
