@@ -262,12 +262,15 @@ export class BucketPackStore implements PackStore {
    * current one, the previous publication's version of the path is served
    * when it is that one: a mount whose plan is one publication behind
    * reads the version its tree shows, whole, instead of failing the open.
+   * Only a path the current publication still has: one it removed is gone
+   * at once, whatever version is named (a file published by mistake must
+   * not stay readable for one more publication).
    */
   async read(scope: ScopeName, path: string, version?: string): Promise<PackFile | null> {
     const current = this.locate(scope, path);
-    const earlier = version !== undefined && current?.sha256 !== version ? this.locate(scope, path, this.previous) : undefined;
+    if (current === undefined) return null;
+    const earlier = version !== undefined && current.sha256 !== version ? this.locate(scope, path, this.previous) : undefined;
     const file = earlier !== undefined && earlier.sha256 === version ? earlier : current;
-    if (file === undefined) return null;
     const bytes = await this.blobs.get(file.sha256, file.size);
     return { bytes, sha256: file.sha256, size: file.size, mtimeMs: file.mtimeMs };
   }
