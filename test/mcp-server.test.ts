@@ -8,7 +8,7 @@
 // The end-to-end run over a real FUSE mount is in e2e-mcp.test.ts.
 
 import { spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -285,6 +285,28 @@ describe('knowledgefs mcp --fs-tools', () => {
     expect((await search({ pattern: '' })).isError).toBe(true);
     // These walk the disk; the daemon was only asked where the mount is.
     expect(daemon.backend.calls.filter((c) => c !== 'reminder')).toEqual([]);
+  });
+
+  it('searches a 40 MiB single-line file in bounded memory', async () => {
+    const root = join(dir, `big-${process.pid}`, 'knowledge');
+    mkdirSync(join(root, 'account'), { recursive: true });
+    const big = Buffer.alloc(40 * 1024 * 1024, 'a');
+    big.write('NEEDLE', big.length - 10);
+    writeFileSync(join(root, 'account', 'big.md'), big);
+    await daemon.close();
+    daemon = await startMemoryDaemon(new MemoryBackend(root));
+    await open(['--fs-tools']);
+    const pid = mcp!.transport.pid as number;
+    const status = (field: string): number => Number(new RegExp(`^${field}:\\s+(\\d+) kB$`, 'm').exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]) * 1024;
+    const before = status('VmRSS');
+    const started = Date.now();
+    const got = await call(mcp!, 'search_knowledge', { pattern: 'NEEDLE' });
+    const took = Date.now() - started;
+    const peak = status('VmHWM');
+    expect(got.content[0]?.text).toBe(`knowledge/account/big.md:1:${'a'.repeat(400)}…`);
+    const growthMiB = (peak - before) / 2 ** 20;
+    console.log(`search_knowledge on a 40 MiB single-line file: MCP process RSS ${(before / 2 ** 20).toFixed(0)} MiB before, peak ${(peak / 2 ** 20).toFixed(0)} MiB (+${growthMiB.toFixed(0)} MiB), ${took} ms`);
+    expect(growthMiB).toBeLessThan(200);
   });
 });
 

@@ -10,7 +10,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { KnowledgeError } from '../src/core/errors.js';
-import { handleControlRequest, sliceChars, startControlSocket } from '../src/daemon/control-socket.js';
+import { handleControlRequest, startControlSocket } from '../src/daemon/control-socket.js';
+import { sliceChars } from '../src/core/read-page.js';
 import { KnowledgeClient } from '../src/client/knowledge-client.js';
 import { failure } from './helpers/fake-control-client.js';
 import { MEMORY_MOUNTPOINT, MemoryBackend, sha256 } from './helpers/memory-daemon.js';
@@ -112,6 +113,18 @@ describe('control socket', () => {
     const err = await failure(client.read('knowledge/account/DUTY.md', { cwd: '/' }));
     expect(err.code).toBe('integrity');
     expect(err.message).not.toContain('Account');
+  });
+
+  it('asks the control plane for the page alone, and takes the whole file from one that predates pages', async () => {
+    backend.files.set('account/big.md', `${'é'.repeat(150_000)}end`);
+    backend.tree.add('account/big.md');
+    const paged = await client.read('knowledge/account/big.md', { cwd: '/', offset: 149_999, limit: 3 });
+    expect(backend.lastRead).toEqual({ path: 'account/big.md', mount: false, offset: 149_999, limit: 3 });
+    expect(paged).toMatchObject({ content: 'éen', offset: 149_999, totalChars: 150_003, truncated: true, size: 300_003, sha256: sha(`${'é'.repeat(150_000)}end`) });
+    backend.wholeFiles = true;
+    expect(await client.read('knowledge/account/big.md', { cwd: '/', offset: 149_999, limit: 3 })).toEqual(paged);
+    backend.corrupt = true;
+    expect((await failure(client.read('knowledge/account/big.md', { cwd: '/' }))).code).toBe('integrity');
   });
 
   it('pages by characters with offset and limit, never splitting a surrogate pair', async () => {

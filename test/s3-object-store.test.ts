@@ -2,6 +2,8 @@
 // Signature V4): reads, writes, conditional GETs, listing across pages, and
 // each failure naming the bucket and key.
 
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KnowledgeError } from '../src/core/errors.js';
 import { ObjectStoreError } from '../src/store/object-store.js';
@@ -85,6 +87,44 @@ describe('S3ObjectStore', () => {
       expect((err as Error).message).toContain(`s3://${s3.bucket}/big/blob`);
     } finally {
       await store.close();
+    }
+  });
+
+  it('refuses a chunked answer without a length as it streams past the cap, reading little more', async () => {
+    // A store (or a proxy) answering chunked, no Content-Length: only the count while streaming can stop it.
+    let sent = 0;
+    let closed!: () => void;
+    const done = new Promise<void>((resolve) => { closed = resolve; });
+    const server = createServer((req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      const small = req.url?.includes('small') === true;
+      if (small) return res.end('{"ok": true}');
+      const chunk = Buffer.alloc(64 * 1024, ' ');
+      const pump = (): void => {
+        while (sent < 256 * 1024 * 1024 && !res.destroyed) {
+          sent += chunk.length;
+          if (!res.write(chunk)) return void res.once('drain', pump);
+        }
+        res.end();
+      };
+      res.on('close', closed);
+      pump();
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const port = (server.address() as AddressInfo).port;
+    const store = client('s3://knowledge/x', { ...s3.env, AWS_ENDPOINT_URL_S3: `http://127.0.0.1:${port}` });
+    try {
+      expect((await store.get('small.json', { maxBytes: 1024 }))).toMatchObject({ bytes: Buffer.from('{"ok": true}') });
+      const err = await store.get('index.json', { maxBytes: 1024 * 1024 }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(ObjectStoreError);
+      expect((err as ObjectStoreError).failure).toBe('too_large');
+      expect((err as Error).message).toContain('s3://knowledge/x/index.json');
+      await done;
+      expect(sent).toBeLessThan(32 * 1024 * 1024);
+    } finally {
+      await store.close();
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
     }
   });
 

@@ -52,7 +52,7 @@ describe('POST /v1/read', () => {
     const first = await read(s.token, 'team_search/DUTY.md');
     expect(first.status).toBe(200);
     expect(first.body).toMatchObject({ path: 'team_search/DUTY.md', sha256: sha('# Search duty\n'), size: 14, mounted: true });
-    expect(Buffer.from(first.body.contentBase64, 'base64').toString()).toBe('# Search duty\n');
+    expect(Buffer.from(first.body.contentBase64 ?? '', 'base64').toString()).toBe('# Search duty\n');
     const second = await read(s.token, 'team_search/arch.md');
     expect(second.body.mounted).toBe(false);
     expect((await getJson<SessionView>(s.token, '/v1/session')).mounted).toEqual(['search']);
@@ -191,5 +191,73 @@ describe('GET /v1/reminder', () => {
     expect((await getJson<ReminderResponse>(s.token, '/v1/reminder')).date).toBe(new Date().toISOString().slice(0, 10));
     const bad = await fetch(`${cp.url}/v1/reminder?today=2025-02-30`, { headers: auth(s.token) });
     expect(bad.status).toBe(400);
+  });
+});
+
+describe('POST /v1/read pages', () => {
+  // 100 characters (code points) in 104 bytes: character offsets are not byte offsets.
+  const UNIT = `${'x'.repeat(97)}é😀\n`;
+  const UNITS = 404_000; // 42 MB: over 40 MiB
+  const bigText = UNIT.repeat(UNITS);
+  const smallText = `${UNIT.repeat(2_500)}the end ✓`;
+  let pdir: string;
+  let pcp: TestControlPlane;
+  beforeAll(async () => {
+    pdir = await makeDataDir({ ...spec, files: { ...spec.files, 'account/big.md': bigText, 'account/small.md': smallText } });
+    pcp = await startControlPlane({ dataDir: pdir, scanIntervalMs: 60_000 });
+  });
+  afterAll(async () => {
+    await pcp?.close();
+    await removeDataDir(pdir);
+  });
+  const page = async (token: string, path: string, offset: number, limit: number) => {
+    const res = await fetch(`${pcp.url}/v1/read`, { method: 'POST', headers: auth(token), body: JSON.stringify({ path, mount: false, offset, limit }) });
+    const raw = Buffer.from(await res.arrayBuffer());
+    return { status: res.status, wireBytes: raw.length, body: JSON.parse(raw.toString('utf8')) as ReadResponse & { error?: { code: string; message: string } } };
+  };
+
+  it('a page of a 40 MiB file moves about a page of bytes, with the whole file\'s sha256, size and length', async () => {
+    const s = await pcp.createSession({ kind: 'team', creator: 'alice', team: 'payments' });
+    const size = Buffer.byteLength(bigText);
+    const totalChars = UNITS * 100;
+    for (const [offset, content] of [
+      [0, UNIT.repeat(1_000)],
+      [1_234_500, UNIT.repeat(1_000)],
+      [totalChars - 50, `${'x'.repeat(47)}é😀\n`],
+    ] as const) {
+      const got = await page(s.token, 'account/big.md', offset, 100_000);
+      expect(got.status).toBe(200);
+      expect(got.body).toMatchObject({ path: 'account/big.md', sha256: sha(bigText), size, page: { offset, totalChars, content } });
+      expect(got.body.contentBase64).toBeUndefined();
+      // The page's bytes as JSON and a few fields: about 105 000 bytes, never the file's 42 MB.
+      expect(got.wireBytes).toBeLessThan(Buffer.byteLength(JSON.stringify(content)) + 500);
+      if (offset === 0) console.log(`POST /v1/read, one page of 100 000 characters of a ${size}-byte file: ${got.wireBytes} bytes on the wire`);
+    }
+    // The read set records the whole file, as for a whole-file read.
+    expect(pcp.cp.sessions.cached(s.sessionId)?.readSet.find((e) => e.path === 'account/big.md')?.sha256).toBe(sha(bigText));
+    // A limit over the output cap is the cap.
+    expect([...((await page(s.token, 'account/big.md', 0, 10_000_000)).body.page?.content ?? '')].length).toBe(100_000);
+  });
+
+  it('pages concatenate to the file exactly; bad offsets and limits are 400 naming the field', async () => {
+    const s = await pcp.createSession({ kind: 'team', creator: 'alice', team: 'payments' });
+    let text = '';
+    for (let offset = 0, total = Infinity; offset < total; offset += 100_000) {
+      const got = (await page(s.token, 'account/small.md', offset, 100_000)).body.page;
+      if (got === undefined) throw new Error('no page');
+      total = got.totalChars;
+      text += got.content;
+    }
+    expect(text).toBe(smallText);
+    for (const [body, field] of [
+      [{ path: 'account/small.md', offset: -1, limit: 10 }, 'offset'],
+      [{ path: 'account/small.md', offset: 0, limit: 0 }, 'limit'],
+      [{ path: 'account/small.md', offset: 1.5, limit: 10 }, 'offset'],
+      [{ path: 'account/small.md', offset: 5 }, 'limit'],
+    ] as const) {
+      const res = await fetch(`${pcp.url}/v1/read`, { method: 'POST', headers: auth(s.token), body: JSON.stringify(body) });
+      expect(res.status).toBe(400);
+      expect(((await res.json()) as { error: { message: string } }).error.message).toContain(`"${field}"`);
+    }
   });
 });

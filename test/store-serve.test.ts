@@ -12,7 +12,7 @@ import { POINTER_KEY, blobKey, indexKey, parsePointer, serializePointer } from '
 import type { Plan } from '../src/core/plan.js';
 import { SHA256_HEADER } from '../src/core/wire.js';
 import { droppingPuts, publishTo, s3Store, startBucketControlPlane, type BucketControlPlane } from './helpers/bucket.js';
-import { makeDataDir, removeDataDir, writeDataFile, type DataDirSpec } from './helpers/data-dir.js';
+import { makeDataDir, removeDataDir, removeDataFile, writeDataFile, type DataDirSpec } from './helpers/data-dir.js';
 import { startS3, type TestS3 } from './helpers/s3rver.js';
 
 const sha = (s: string | Buffer) => createHash('sha256').update(s).digest('hex');
@@ -178,6 +178,26 @@ describe('the version a plan names', () => {
       const other = await cp.createSession({ kind: 'team', creator: 'alice', team: 'search' });
       const res = await fetch(`${cp.url}/v1/files/${path}?sha256=${sha('db v2\n')}`, { headers: auth(other.token) });
       expect(res.status).toBe(403);
+    } finally {
+      await close();
+    }
+  });
+
+  it('a path the current publication removed is not served, whatever version is named', async () => {
+    const { p, data, cp, close } = await serving({ publicationPollMs: 50 }, { ownData: true });
+    try {
+      const s = await cp.createSession({ kind: 'team', creator: 'alice', team: 'payments' });
+      await writeDataFile(data, 'account/oops.md', 'a secret published by mistake\n');
+      await publishTo(s3, p, data);
+      await until('the publication with oops.md', async () => (await file(cp, s.token, 'account/oops.md')).status === 200);
+      await removeDataFile(data, 'account/oops.md');
+      await publishTo(s3, p, data);
+      await until('the publication without oops.md', async () => !('oops.md' in filesOf(await plan(cp, s.token), 'account')));
+      const old = sha('a secret published by mistake\n');
+      for (const query of ['', `?sha256=${old}`, `?sha256=${'0'.repeat(64)}`]) {
+        const res = await fetch(`${cp.url}/v1/files/account/oops.md${query}`, { headers: auth(s.token) });
+        expect({ query, status: res.status, served: (await res.text()).includes('secret') }).toEqual({ query, status: 404, served: false });
+      }
     } finally {
       await close();
     }

@@ -27,6 +27,8 @@ export const BLOB_PREFIX = 'blobs/';
 export const MAX_POINTER_BYTES = 4 * 1024 * 1024;
 /** Largest index a reader accepts (about 150 bytes per file). */
 export const MAX_INDEX_BYTES = 256 * 1024 * 1024;
+/** Largest total of one publication's indexes a reader accepts (what it holds for them, whatever their number). */
+export const MAX_PUBLICATION_INDEX_BYTES = 512 * 1024 * 1024;
 /** Largest directory.json a reader accepts. */
 export const MAX_DIRECTORY_BYTES = 64 * 1024 * 1024;
 

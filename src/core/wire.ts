@@ -106,14 +106,35 @@ export interface ReadRequest {
   readonly path: string;
   /** True when the file is not in the daemon's tree: an allowed read of a team then mounts it. */
   readonly mount: boolean;
+  /**
+   * With `limit`: answer one page (`page`), not the file (`contentBase64`).
+   * In characters (code points) of the file decoded as UTF-8; `offset`
+   * defaults to 0, `limit` is at most READ_OUTPUT_CAP.
+   */
+  readonly offset?: number;
+  readonly limit?: number;
+}
+
+/** Characters [offset, offset + limit) of a file, as the control plane cut them. */
+export interface ReadPage {
+  readonly content: string;
+  readonly offset: number;
+  /** The whole file's length in characters. */
+  readonly totalChars: number;
+  /** sha256 of `content` as UTF-8 (the file's own sha256 is the response's `sha256`). */
+  readonly contentSha256: string;
 }
 
 export interface ReadResponse {
   readonly path: string;
+  /** Of the whole file, whether the answer carries it or a page: the read set records this. */
   readonly sha256: string;
+  /** Of the whole file, in bytes. */
   readonly size: number;
-  /** File bytes, base64. */
-  readonly contentBase64: string;
+  /** The whole file's bytes, base64: when the request asked for no page (`limit`). */
+  readonly contentBase64?: string;
+  /** When the request asked for a page. */
+  readonly page?: ReadPage;
   /** True when this read mounted the team (it was not mounted before). */
   readonly mounted: boolean;
 }

@@ -7,10 +7,10 @@
 // The read flow (DESIGN.md "Read tool"):
 //   resolve the typed path → mount = file not in the tree → the control plane
 //   decides afresh (even for a file in the tree: a local read succeeding is no
-//   authorisation) → the bytes are checked against the returned sha256 → if
-//   the read mounted a team, the plan is refreshed before answering, so `ls`
-//   shows the team as soon as the command returns → decoded and sliced by
-//   characters (code points) with offset/limit.
+//   authorisation), asked for one page (offset/limit, in characters): the
+//   control plane cuts it from the file it verified, and the page is checked
+//   against its hash → if the read mounted a team, the plan is refreshed
+//   before answering, so `ls` shows the team as soon as the command returns.
 // A not_found answer is rewritten to the one "no such file" message that only
 // echoes the typed path, so a personal session's hidden denial cannot be told
 // apart from a missing file by its bytes.
@@ -18,13 +18,14 @@
 // Handlers take and return plain data (`handleControlRequest`); only
 // `startControlSocket` knows about HTTP and the socket file.
 
-import { createHash } from 'node:crypto';
 import { lstatSync, unlinkSync } from 'node:fs';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { connect } from 'node:net';
 import { dirname } from 'node:path';
 import { KnowledgeError, errorCodeOf, isKnowledgeError, type ErrorCode } from '../core/errors.js';
 import { noSuchFileMessage, resolveKnowledgePath } from '../core/knowledge-path.js';
+import { pageSha256, sliceChars } from '../core/read-page.js';
+import { sha256Hex } from '../core/sha256.js';
 import {
   HTTP_STATUS,
   READ_OUTPUT_CAP,
@@ -62,23 +63,6 @@ export interface ControlReply {
 
 type Log = (line: string) => void;
 
-/** Slices `text` by code points: `limit` characters after skipping `offset`. */
-export function sliceChars(text: string, offset: number, limit: number): { content: string; totalChars: number } {
-  let chars = 0;
-  let start = -1;
-  let end = -1;
-  for (let i = 0; i < text.length; ) {
-    if (chars === offset) start = i;
-    if (chars === offset + limit) end = i;
-    const code = text.charCodeAt(i);
-    i += code >= 0xd800 && code <= 0xdbff && i + 1 < text.length && (text.charCodeAt(i + 1) & 0xfc00) === 0xdc00 ? 2 : 1;
-    chars++;
-  }
-  if (start < 0) start = text.length;
-  if (end < 0) end = text.length;
-  return { content: text.slice(start, end), totalChars: chars };
-}
-
 function checkCount(name: string, value: unknown, min: number): number | undefined {
   if (value === undefined || value === null) return undefined;
   if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min) {
@@ -106,18 +90,13 @@ export async function localRead(backend: ReadToolBackend, req: LocalReadRequest,
 
   let response: ReadResponse;
   try {
-    response = await backend.read({ path: scopePath, mount });
+    response = await backend.read({ path: scopePath, mount, offset, limit });
   } catch (err) {
     if (isKnowledgeError(err) && err.code === 'not_found') throw new KnowledgeError('not_found', noSuchFileMessage(req.path));
     throw err;
   }
 
-  const bytes = Buffer.from(response.contentBase64, 'base64');
-  const sha256 = createHash('sha256').update(bytes).digest('hex');
-  if (sha256 !== response.sha256 || bytes.length !== response.size) {
-    log(`read ${scopePath}: content does not match its sha256 (${sha256} vs ${response.sha256}), discarded`);
-    throw new KnowledgeError('integrity', `${req.path}: the content received does not match its checksum; nothing was shown, try again`);
-  }
+  const { content, totalChars } = checkedPage(response, offset, limit, scopePath, req.path, log);
   if (response.mounted) {
     try {
       await backend.refreshPlan();
@@ -127,20 +106,40 @@ export async function localRead(backend: ReadToolBackend, req: LocalReadRequest,
     }
   }
 
-  const text = new TextDecoder('utf-8').decode(bytes);
-  const { content, totalChars } = sliceChars(text, offset, limit);
   const shownEnd = Math.min(totalChars, offset + limit);
   return {
     ok: true,
     path: display,
     content,
-    sha256,
-    size: bytes.length,
+    sha256: response.sha256,
+    size: response.size,
     offset,
     truncated: shownEnd < totalChars,
     totalChars,
     mounted: response.mounted,
   };
+}
+
+/**
+ * The page the control plane cut, checked against its own hash, or (a
+ * control plane that predates pages answers the whole file) the file checked
+ * against its sha256 and cut here. Content that does not match is discarded.
+ */
+function checkedPage(response: ReadResponse, offset: number, limit: number, scopePath: string, typed: string, log: Log): { content: string; totalChars: number } {
+  const discard = (got: string, want: string): never => {
+    log(`read ${scopePath}: content does not match its sha256 (${got} vs ${want}), discarded`);
+    throw new KnowledgeError('integrity', `${typed}: the content received does not match its checksum; nothing was shown, try again`);
+  };
+  if (response.page !== undefined) {
+    const page = response.page;
+    const got = pageSha256(page.content);
+    if (got !== page.contentSha256 || page.offset !== offset) discard(got, page.contentSha256);
+    return { content: page.content, totalChars: page.totalChars };
+  }
+  const bytes = Buffer.from(response.contentBase64 ?? '', 'base64');
+  const sha256 = sha256Hex(bytes);
+  if (sha256 !== response.sha256 || bytes.length !== response.size) discard(sha256, response.sha256);
+  return sliceChars(new TextDecoder('utf-8').decode(bytes), offset, limit);
 }
 
 export function errorReply(err: unknown, log: Log): ControlReply {

@@ -6,7 +6,7 @@ import { KnowledgeError } from '../core/errors.js';
 import { packPathProblem } from '../core/paths.js';
 import { planVersion, scopeVersion, type Plan, type PlanChanges, type PlanFile, type ScopeSnapshot, type UnchangedScope } from '../core/plan.js';
 import { parseScope } from '../core/scope.js';
-import type { CanLoadAnswer, CanLoadRefusal, CanLoadRequest, CanLoadResponse, GrantResponse, ManifestResponse, ReadResponse, ReminderResponse, SessionView } from '../core/wire.js';
+import type { CanLoadAnswer, CanLoadRefusal, CanLoadRequest, CanLoadResponse, GrantResponse, ManifestResponse, ReadPage, ReadResponse, ReminderResponse, SessionView } from '../core/wire.js';
 
 const SHA256 = /^[0-9a-f]{64}$/;
 
@@ -105,9 +105,11 @@ export function checkGrant(v: unknown, scope: string): GrantResponse {
 
 export function checkReadResponse(v: unknown): ReadResponse {
   if (!isObject(v)) bad('read response');
-  const { path, sha256, size, contentBase64, mounted } = v;
+  const { path, sha256, size, contentBase64, page, mounted } = v;
   if (typeof path !== 'string' || typeof sha256 !== 'string' || !SHA256.test(sha256) || !isCount(size)) bad('read response');
-  if (typeof contentBase64 !== 'string' || typeof mounted !== 'boolean') bad('read response');
+  if (typeof mounted !== 'boolean') bad('read response');
+  if (page !== undefined) return { path, sha256, size, page: checkReadPage(page), mounted };
+  if (typeof contentBase64 !== 'string') bad('read response');
   return { path, sha256, size, contentBase64, mounted };
 }
 
@@ -125,6 +127,13 @@ export function checkCanLoadResponse(v: unknown, req: CanLoadRequest): CanLoadRe
     return { scope, allowed: false, error: { code: error.code as CanLoadRefusal['code'], message: error.message } };
   });
   return { for: req.for, answers };
+}
+
+function checkReadPage(v: unknown): ReadPage {
+  if (!isObject(v)) bad('read response (page)');
+  const { content, offset, totalChars, contentSha256 } = v;
+  if (typeof content !== 'string' || !isCount(offset) || !isCount(totalChars) || typeof contentSha256 !== 'string' || !SHA256.test(contentSha256)) bad('read response (page)');
+  return { content, offset, totalChars, contentSha256 };
 }
 
 export function checkManifest(v: unknown): ManifestResponse {

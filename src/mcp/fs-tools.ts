@@ -4,16 +4,22 @@
 // more than those do: teams that are not mounted are not on disk, and every
 // file opened is authorised by the mount daemon like any other open.
 //
-// Output is bounded (entries, matches, characters) and says when it was cut.
+// Output is bounded (entries, matches, characters per line and in total)
+// and says when it was cut; the search streams files, so its memory is
+// bounded too, whatever their size or line length.
 
-import { opendir, readFile, stat } from 'node:fs/promises';
+import { createReadStream } from 'node:fs';
+import { opendir, stat } from 'node:fs/promises';
 import { InvalidArgumentError, UnavailableError, type KnowledgeError } from '../client/errors.js';
 import { KNOWLEDGE_DIR, mountRelativePath } from '../core/knowledge-path.js';
 import { READ_OUTPUT_CAP } from '../core/wire.js';
 
 /** Most characters a list or search answer returns: the read tool's cap. */
 export const FS_OUTPUT_CAP = READ_OUTPUT_CAP;
+/** Most characters of a matching line the search shows. */
 const MAX_LINE_CHARS = 400;
+/** What the search reads of a file at a time (its memory per file, with MAX_LINE_CHARS). */
+const SEARCH_CHUNK_BYTES = 64 * 1024;
 
 export interface MountDir {
   /** Absolute path on disk. */
@@ -64,25 +70,52 @@ export interface SearchOptions {
 export async function searchDir(dir: MountDir, opts: SearchOptions): Promise<string> {
   const needle = opts.ignoreCase ? opts.pattern.toLowerCase() : opts.pattern;
   const out: string[] = [];
+  let outChars = 0;
   let unreadable = 0;
   let cut = false;
+  /** The answer is past the output cap: capText cuts it, so reading on would be for nothing. */
+  let full = false;
+  const done = () => cut || full;
 
+  // Streamed in chunks, never a whole file or a whole line in memory: a
+  // 40 MiB single-line file read whole (and spread into characters) took
+  // the MCP process to ~1 GiB. A line is held as its first MAX_LINE_CHARS
+  // characters (what is shown) plus the needle's length of overlap between
+  // chunks (a match may straddle two).
   const visitFile = async (abs: string, display: string): Promise<void> => {
-    let body: string;
+    let line = new StreamedLine(needle, opts.ignoreCase);
+    let number = 1;
+    const finish = (): void => {
+      if (line.matched) {
+        if (out.length >= opts.maxResults) {
+          cut = true;
+          return;
+        }
+        const text = `${display}:${number}:${line.shown()}`;
+        out.push(text);
+        outChars += text.length + 1;
+        if (outChars > FS_OUTPUT_CAP) full = true;
+      }
+      line = new StreamedLine(needle, opts.ignoreCase);
+      number++;
+    };
+    const stream = createReadStream(abs, { encoding: 'utf8', highWaterMark: SEARCH_CHUNK_BYTES });
     try {
-      body = await readFile(abs, 'utf8');
+      for await (const chunk of stream as AsyncIterable<string>) {
+        let from = 0;
+        for (let nl = chunk.indexOf('\n'); nl >= 0 && !done(); nl = chunk.indexOf('\n', from)) {
+          line.feed(chunk.slice(from, nl));
+          from = nl + 1;
+          finish();
+        }
+        if (done()) return;
+        if (from < chunk.length) line.feed(chunk.slice(from));
+      }
+      finish();
     } catch {
       unreadable++; // gone since listed, or refused: grep would print an error and go on
-      return;
-    }
-    const lines = body.split('\n');
-    for (let i = 0; i < lines.length && !cut; i++) {
-      const line = lines[i] ?? '';
-      if (!(opts.ignoreCase ? line.toLowerCase() : line).includes(needle)) continue;
-      if (out.length >= opts.maxResults) { cut = true; return; }
-      const chars = [...line];
-      const shown = chars.length > MAX_LINE_CHARS ? `${chars.slice(0, MAX_LINE_CHARS).join('')}…` : line;
-      out.push(`${display}:${i + 1}:${shown}`);
+    } finally {
+      stream.destroy();
     }
   };
   const visitDir = async (abs: string, display: string): Promise<void> => {
@@ -95,7 +128,7 @@ export async function searchDir(dir: MountDir, opts: SearchOptions): Promise<str
     }
     entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
     for (const e of entries) {
-      if (cut) return;
+      if (done()) return;
       if (e.dir) await visitDir(`${abs}/${e.name}`, `${display}/${e.name}`);
       else await visitFile(`${abs}/${e.name}`, `${display}/${e.name}`);
     }
@@ -114,6 +147,47 @@ export async function searchDir(dir: MountDir, opts: SearchOptions): Promise<str
   if (cut) out.push(`[stopped at ${opts.maxResults} matches: narrow the path or the pattern, or raise max_results]`);
   if (unreadable > 0) out.push(`[${unreadable} files or directories could not be read]`);
   return capText(out.join('\n'));
+}
+
+/**
+ * One line as it streams past in pieces: whether it contains the needle and
+ * its first MAX_LINE_CHARS characters, in memory bounded by those and the
+ * needle, however long the line is.
+ */
+class StreamedLine {
+  private head = '';
+  private headChars = 0;
+  private long = false;
+  /** The end of what was searched so far, as long as the needle: a match may begin there. */
+  private overlap = '';
+  matched = false;
+
+  constructor(
+    private readonly needle: string,
+    private readonly ignoreCase: boolean,
+  ) {}
+
+  feed(piece: string): void {
+    if (!this.long) {
+      for (const ch of piece) {
+        if (this.headChars === MAX_LINE_CHARS) {
+          this.long = true;
+          break;
+        }
+        this.head += ch;
+        this.headChars++;
+      }
+    }
+    if (this.matched) return;
+    const text = this.overlap + piece;
+    this.matched = (this.ignoreCase ? text.toLowerCase() : text).includes(this.needle);
+    this.overlap = text.slice(-this.needle.length);
+  }
+
+  /** As the answer shows it: at most MAX_LINE_CHARS characters, then `…` if there were more. */
+  shown(): string {
+    return this.long ? `${this.head}…` : this.head;
+  }
 }
 
 function capText(text: string): string {

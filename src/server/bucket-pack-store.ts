@@ -29,6 +29,7 @@ import {
   MAX_DIRECTORY_BYTES,
   MAX_INDEX_BYTES,
   MAX_POINTER_BYTES,
+  MAX_PUBLICATION_INDEX_BYTES,
   POINTER_KEY,
   PublicationError,
   blobKey,
@@ -42,9 +43,11 @@ import {
 import { sha256Hex } from '../core/sha256.js';
 import { CONTROL_PLANE_METRICS as M, NO_METRICS, type MetricsRecorder } from '../core/metrics.js';
 import { compareScopes, type ScopeName } from '../core/scope.js';
+import { formatBytes } from '../core/units.js';
 import { eachLimited, presentBlobs } from '../store/blob-presence.js';
 import { isObjectStoreError, type ObjectStore } from '../store/object-store.js';
 import { BlobCache } from './blob-cache.js';
+import { ByteBudget } from './byte-budget.js';
 import { parseDirectory, type Directory } from './directory.js';
 import type { PackFile, PackStore } from './pack-store.js';
 
@@ -60,6 +63,10 @@ export interface BucketPackStoreOptions {
   readonly cacheDiskBytes?: number;
   readonly log: (line: string) => void;
   readonly metrics?: MetricsRecorder;
+  /** Index bytes that may be loading at once, all indexes together (default MAX_INDEX_BYTES: one of the largest). */
+  readonly indexLoadBudgetBytes?: number;
+  /** A publication whose indexes total more is refused (default MAX_PUBLICATION_INDEX_BYTES). */
+  readonly maxPublicationIndexBytes?: number;
 }
 
 interface Publication {
@@ -70,6 +77,8 @@ interface Publication {
   readonly sorted: readonly ScopeSnapshot[];
   /** Every blob the publication names (checked present when it was taken). */
   readonly blobs: ReadonlySet<string>;
+  /** The size of each scope's index, in bytes: their total is capped. */
+  readonly indexBytes: ReadonlyMap<ScopeName, number>;
 }
 
 export type RefreshOutcome = 'unchanged' | 'switched' | 'refused';
@@ -85,10 +94,14 @@ export class BucketPackStore implements PackStore {
   private readonly logged = new Set<string>();
   generation = 0;
   private readonly metrics: MetricsRecorder;
+  private readonly indexBudget: ByteBudget;
+  private readonly maxPublicationIndexBytes: number;
 
   constructor(private readonly options: BucketPackStoreOptions) {
     const store = options.store;
     this.metrics = options.metrics ?? NO_METRICS;
+    this.indexBudget = new ByteBudget(options.indexLoadBudgetBytes ?? MAX_INDEX_BYTES);
+    this.maxPublicationIndexBytes = options.maxPublicationIndexBytes ?? MAX_PUBLICATION_INDEX_BYTES;
     this.blobs = new BlobCache({
       memoryBytes: options.cacheBytes,
       diskDir: options.cacheDir,
@@ -210,22 +223,69 @@ export class BucketPackStore implements PackStore {
       }
     }
     const byScope = new Map<ScopeName, ScopeSnapshot>();
+    const indexBytes = new Map<ScopeName, number>();
+    let total = 0;
+    const count = (scope: ScopeName, version: string, bytes: number): void => {
+      indexBytes.set(scope, bytes);
+      total += bytes;
+      if (total > this.maxPublicationIndexBytes) {
+        throw new PublicationError(indexKey(scope, version), `the publication's indexes total more than ${formatBytes(this.maxPublicationIndexBytes)}, the most a replica holds for them`);
+      }
+    };
     await eachLimited(Object.entries(pointer.scopes), PARALLEL, async ([scope, version]) => {
       const held = this.current?.byScope.get(scope);
       if (held !== undefined && held.version === version) {
+        count(scope, version, this.current?.indexBytes.get(scope) ?? 0);
         byScope.set(scope, held);
         return;
       }
-      const key = indexKey(scope, version);
-      const got = await store.get(key, { maxBytes: MAX_INDEX_BYTES });
-      if (got === null || got === 'not-modified') throw new PublicationError(key, `missing (named by ${POINTER_KEY})`);
-      byScope.set(scope, parseIndex(got.bytes, scope, version, this.options.maxFileSize));
+      const loaded = await this.loadIndex(scope, version);
+      count(scope, version, loaded.bytes);
+      byScope.set(scope, loaded.snapshot);
     });
     const blobs = new Set<string>();
     for (const s of byScope.values()) for (const f of s.files) blobs.add(f.sha256);
     await this.checkBlobs(blobs, byScope);
     const sorted = [...byScope.values()].sort((a, b) => compareScopes(a.scope, b.scope));
-    return { pointer, etag, directory, byScope, sorted, blobs };
+    return { pointer, etag, directory, byScope, sorted, blobs, indexBytes };
+  }
+
+  /**
+   * One index, fetched and parsed within the index load budget, so that
+   * indexes loading at once hold at most that many bytes together (every
+   * replica loads the same pointer at start; 16 padded indexes of 256 MiB
+   * would be 4 GiB). Each first reserves a share of the budget and asks for
+   * no more; one larger than that is asked for again holding the budget's
+   * largest reservation (a declared length over the limit costs one refused
+   * request, read no further).
+   */
+  private async loadIndex(scope: ScopeName, version: string): Promise<{ snapshot: ScopeSnapshot; bytes: number }> {
+    const key = indexKey(scope, version);
+    const attempt = (maxBytes: number) =>
+      this.indexBudget.with(maxBytes, async () => {
+        const got = await this.options.store.get(key, { maxBytes });
+        if (got === null || got === 'not-modified') throw new PublicationError(key, `missing (named by ${POINTER_KEY})`);
+        return { snapshot: parseIndex(got.bytes, scope, version, this.options.maxFileSize), bytes: got.bytes.length };
+      });
+    const tooLarge = (err: unknown) => isObjectStoreError(err) && err.failure === 'too_large';
+    const share = Math.min(MAX_INDEX_BYTES, Math.floor(this.indexBudget.total / PARALLEL));
+    const largest = Math.min(MAX_INDEX_BYTES, this.indexBudget.total);
+    try {
+      return await attempt(share);
+    } catch (err) {
+      if (!tooLarge(err) || share === largest) throw this.oversized(err, key, largest);
+    }
+    try {
+      return await attempt(largest);
+    } catch (err) {
+      throw this.oversized(err, key, largest);
+    }
+  }
+
+  private oversized(err: unknown, key: string, largest: number): unknown {
+    if (!isObjectStoreError(err) || err.failure !== 'too_large') return err;
+    const limit = largest === MAX_INDEX_BYTES ? 'the largest index a replica accepts' : 'the index load budget';
+    return new PublicationError(key, `larger than ${formatBytes(largest)}, ${limit}`);
   }
 
   /** Every blob the new publication names must exist; those the current one names were checked already. */
@@ -262,12 +322,15 @@ export class BucketPackStore implements PackStore {
    * current one, the previous publication's version of the path is served
    * when it is that one: a mount whose plan is one publication behind
    * reads the version its tree shows, whole, instead of failing the open.
+   * Only a path the current publication still has: one it removed is gone
+   * at once, whatever version is named (a file published by mistake must
+   * not stay readable for one more publication).
    */
   async read(scope: ScopeName, path: string, version?: string): Promise<PackFile | null> {
     const current = this.locate(scope, path);
-    const earlier = version !== undefined && current?.sha256 !== version ? this.locate(scope, path, this.previous) : undefined;
+    if (current === undefined) return null;
+    const earlier = version !== undefined && current.sha256 !== version ? this.locate(scope, path, this.previous) : undefined;
     const file = earlier !== undefined && earlier.sha256 === version ? earlier : current;
-    if (file === undefined) return null;
     const bytes = await this.blobs.get(file.sha256, file.size);
     return { bytes, sha256: file.sha256, size: file.size, mtimeMs: file.mtimeMs };
   }

@@ -8,9 +8,10 @@
 import { KnowledgeError } from '../core/errors.js';
 import { buildManifest } from '../core/manifest.js';
 import { findFile } from '../core/plan.js';
+import { readPage } from '../core/read-page.js';
 import { buildReminder, isValidDate } from '../core/reminder.js';
 import { DUTY_FILE, parseScope, teamScope } from '../core/scope.js';
-import { SHA256_HEADER, type GrantResponse, type ManifestResponse, type ReadRequest, type ReadResponse, type ReminderResponse, type SessionView } from '../core/wire.js';
+import { READ_OUTPUT_CAP, SHA256_HEADER, type GrantResponse, type ManifestResponse, type ReadRequest, type ReadResponse, type ReminderResponse, type SessionView } from '../core/wire.js';
 import { jsonResponse, notFound, parseEncodedScopePath, parseScopePath, errorResponse, type ApiRequest, type ApiResponse } from './api.js';
 import { boundScopes, decider, denialResponse, type RouteContext } from './context.js';
 import type { SessionRecord } from './session-registry.js';
@@ -62,7 +63,18 @@ function parseReadRequest(body: Buffer): ReadRequest {
     throw new KnowledgeError('invalid_argument', '"path" must be a string like "team_x/DUTY.md"');
   }
   if (v.mount !== undefined && typeof v.mount !== 'boolean') throw new KnowledgeError('invalid_argument', '"mount" must be true or false');
-  return { path: v.path, mount: v.mount === true };
+  const offset = pageCount('offset', v.offset, 0);
+  const limit = pageCount('limit', v.limit, 1);
+  if (offset !== undefined && limit === undefined) throw new KnowledgeError('invalid_argument', '"offset" needs "limit" (a page is asked for with both)');
+  return { path: v.path, mount: v.mount === true, ...(limit !== undefined ? { offset: offset ?? 0, limit: Math.min(limit, READ_OUTPUT_CAP) } : {}) };
+}
+
+function pageCount(name: string, value: unknown, min: number): number | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min) {
+    throw new KnowledgeError('invalid_argument', `"${name}" must be an integer ≥ ${min} (characters)`);
+  }
+  return value;
 }
 
 export async function readRoute(ctx: RouteContext, session: SessionRecord, req: ApiRequest): Promise<ApiResponse> {
@@ -81,11 +93,12 @@ export async function readRoute(ctx: RouteContext, session: SessionRecord, req: 
   const file = small !== undefined ? small : await ctx.store.read(scope, path);
   if (file === null) return notFound(what);
   const mounted = await ctx.sessions.recordRead(session, { path: what, sha256: file.sha256 }, mountTeam);
+  // A page when one is asked for: the whole file would cross the wire for every page (56 MB of base64 for 40 MiB).
   const body: ReadResponse = {
     path: what,
     sha256: file.sha256,
     size: file.size,
-    contentBase64: file.bytes.toString('base64'),
+    ...(request.limit !== undefined ? { page: readPage(file.bytes, request.offset ?? 0, request.limit) } : { contentBase64: file.bytes.toString('base64') }),
     mounted,
   };
   return jsonResponse(200, body);

@@ -15,6 +15,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { KnowledgeError } from '../../src/core/errors.js';
 import type { CanLoadRequest, CanLoadResponse, ReadRequest, ReadResponse, ReminderResponse } from '../../src/core/wire.js';
+import { readPage } from '../../src/core/read-page.js';
 import { startControlSocket, type ReadToolBackend } from '../../src/daemon/control-socket.js';
 
 export const MEMORY_MOUNTPOINT = '/runner/knowledge';
@@ -32,7 +33,12 @@ export class MemoryBackend implements ReadToolBackend {
   hidden = new Set<string>(['team_storage']);
   denied = new Set<string>();
   down: KnowledgeError | null = null;
+  /** The answer's checksum does not match its content (the page's, or the whole file's). */
   corrupt = false;
+  /** Answer whole files even when a page is asked for, as control planes did before pages. */
+  wholeFiles = false;
+  /** The last read request, as the daemon sent it. */
+  lastRead: ReadRequest | undefined;
   calls: string[] = [];
   mountedTeams: string[] = [];
   manifestText = 'MANIFEST\n';
@@ -60,6 +66,7 @@ export class MemoryBackend implements ReadToolBackend {
   }
   async read(req: ReadRequest): Promise<ReadResponse> {
     this.calls.push(`read ${req.path} mount=${req.mount}`);
+    this.lastRead = req;
     if (this.down) throw this.down;
     const scope = req.path.split('/')[0] ?? '';
     if (this.denied.has(scope)) throw new KnowledgeError('denied', `this session belongs to team payments and cannot load ${scope}`);
@@ -68,7 +75,10 @@ export class MemoryBackend implements ReadToolBackend {
     const bytes = Buffer.from(text);
     const mounted = req.mount && scope.startsWith('team_') && !this.mountedTeams.includes(scope) && !this.tree.has(`${scope}/DUTY.md`);
     if (mounted) this.mountedTeams.push(scope);
-    return { path: req.path, sha256: this.corrupt ? sha256('x') : sha256(bytes), size: bytes.length, contentBase64: bytes.toString('base64'), mounted };
+    const whole = { path: req.path, sha256: sha256(bytes), size: bytes.length, mounted };
+    if (req.limit === undefined || this.wholeFiles) return { ...whole, ...(this.corrupt ? { sha256: sha256('x') } : {}), contentBase64: bytes.toString('base64') };
+    const page = readPage(bytes, req.offset ?? 0, req.limit);
+    return { ...whole, page: this.corrupt ? { ...page, contentSha256: sha256('x') } : page };
   }
   async manifest() {
     this.calls.push('manifest');
