@@ -34,7 +34,8 @@ export interface PgSessionCacheOptions {
 /** Brings a cached session in place to what a row just read says. */
 function refresh(entry: Cached, row: SessionRow): void {
   const fresh = recordOf(row);
-  entry.record.revoked = fresh.revoked;
+  // One way only: a row read before a revocation committed (a reload that was slow) must not undo it.
+  entry.record.revoked ||= fresh.revoked;
   entry.record.mounted = fresh.mounted;
   entry.record.readSet = fresh.readSet;
   entry.version = Number(row.version);
@@ -133,12 +134,17 @@ export class PgSessionCache {
   /** Applies a change of `version` to a cached session: in order, or by reloading it. */
   advance(entry: Cached, version: number, change: PgChange): void {
     if (version <= entry.version) return; // already applied (our own write, or notified first)
+    // A revocation holds at once, even out of order or while a reload is in flight (PostgreSQL may be
+    // slow to answer it): it only ever goes one way, so nothing the reload brings back can contradict it.
+    const revokedNow = change.kind === 'revoke' && !entry.record.revoked;
+    if (revokedNow) entry.record.revoked = true;
     if (version === entry.version + 1 && change.kind !== 'reload' && !entry.reloading) {
       applyChange(entry.record, change);
       entry.version = version;
       this.emit(entry.record.id);
       return;
     }
+    if (revokedNow) this.emit(entry.record.id);
     this.reload(entry);
   }
 

@@ -1,0 +1,131 @@
+// Session state in a real PostgreSQL, against what an attacker or a slow
+// database does to it: a revocation while the replica reloads that session
+// (PostgreSQL holding the read-set table) or while it is not listening,
+// made-up tokens by the thousand, and a PostgreSQL that is down (what the
+// client then sees of the state URL).
+
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import pg from 'pg';
+import { makeDataDir, removeDataDir } from '../helpers/data-dir.js';
+import { startControlPlane, type TestControlPlane } from '../helpers/control-plane.js';
+import { startPostgres, type PgCluster } from '../helpers/postgres.js';
+
+let pgc: PgCluster;
+let dir: string;
+const HEARTBEAT_MS = 200;
+const ADMIN = 'kfsadmin_trust_0123456789abcdef';
+const opened: TestControlPlane[] = [];
+
+beforeAll(async () => {
+  pgc = await startPostgres();
+  dir = await makeDataDir({
+    teams: { payments: 'Payments' },
+    users: { alice: { teams: ['payments'] } },
+    files: { 'account/DUTY.md': '# Account\n', 'teams/payments/DUTY.md': '# Payments\n' },
+  });
+});
+
+afterAll(async () => {
+  for (const cp of opened) await cp.close().catch(() => undefined);
+  await pgc?.destroy();
+  if (dir !== undefined) await removeDataDir(dir);
+});
+
+async function replica(database: string, stateUrl = pgc.url(database)): Promise<TestControlPlane> {
+  const cp = await startControlPlane({ dataDir: dir, adminToken: ADMIN, stateUrl, stateHeartbeatMs: HEARTBEAT_MS, auditLog: `${dir}/.knowledgefs/audit-trust-${opened.length}.log` });
+  opened.push(cp);
+  return cp;
+}
+
+const auth = (token: string) => ({ authorization: `Bearer ${token}` });
+const viewStatus = async (cp: TestControlPlane, token: string) => (await fetch(`${cp.url}/v1/session`, { headers: auth(token) })).status;
+
+async function until<T>(what: string, probe: () => Promise<T>, ok: (v: T) => boolean, ms = 10_000): Promise<T> {
+  const deadline = Date.now() + ms;
+  let last = await probe();
+  while (!ok(last)) {
+    if (Date.now() > deadline) throw new Error(`${what}: still ${JSON.stringify(last)} after ${ms} ms`);
+    await new Promise((r) => setTimeout(r, 25));
+    last = await probe();
+  }
+  return last;
+}
+
+/** Polls `probe` on every turn of the event loop until `stop` settles; resolves with whether it was ever true. */
+async function everTrue(probe: () => boolean, stop: Promise<unknown>): Promise<boolean> {
+  let done = false;
+  void stop.finally(() => (done = true));
+  let seen = false;
+  while (!done) {
+    seen ||= probe();
+    await new Promise((r) => setImmediate(r));
+  }
+  return seen || probe();
+}
+
+describe('revocation', () => {
+  let a: TestControlPlane;
+  let b: TestControlPlane;
+
+  beforeAll(async () => {
+    await pgc.createDatabase('revoke');
+    a = await replica('revoke');
+    b = await replica('revoke');
+  });
+
+  it('a revocation through A holds on B within the bound while B is reloading that session on a slow PostgreSQL, and the reload does not undo it', async () => {
+    const s = await a.createSession({ kind: 'personal', creator: 'alice' });
+    expect(await viewStatus(b, s.token)).toBe(200);
+    const holder = new pg.Client({ connectionString: pgc.url('revoke') });
+    await holder.connect();
+    try {
+      // The read-set table held: B's reload of the session (it reads the read set) waits on it.
+      await holder.query('BEGIN; LOCK TABLE knowledgefs_read_set IN ACCESS EXCLUSIVE MODE');
+      // A change too big to notify, as a replica sends it: B reloads the session.
+      await pgc.sql(
+        `UPDATE knowledgefs_sessions SET version = version + 1 WHERE id = $1 RETURNING pg_notify('knowledgefs_sessions', id || ' ' || version || ' {"kind":"reload"}')`,
+        [s.sessionId],
+        'revoke',
+      );
+      await until(
+        "B's reload waiting on the lock",
+        async () => (await pgc.sql<{ n: string }>("SELECT count(*) AS n FROM pg_stat_activity WHERE datname = 'revoke' AND application_name = 'knowledgefs' AND wait_event_type = 'Lock'", [], 'revoke'))[0]?.n,
+        (n) => Number(n) >= 1,
+      );
+      const revokedAt = Date.now();
+      expect((await fetch(`${a.url}/v1/admin/sessions/${s.sessionId}`, { method: 'DELETE', headers: auth(ADMIN) })).status).toBe(204);
+      await until('B refusing the revoked token', async () => viewStatus(b, s.token), (st) => st === 401, 2 * HEARTBEAT_MS + 1_000);
+      expect(Date.now() - revokedAt).toBeLessThan(2 * HEARTBEAT_MS + 1_000);
+      // The reload returns a row read before the revocation committed: the record stays revoked throughout.
+      const released = holder.query('COMMIT');
+      const record = b.cp.sessions.cached(s.sessionId);
+      const settled = until('B reloaded the session', async () => Number((await pgc.sql<{ n: string }>("SELECT count(*) AS n FROM pg_stat_activity WHERE datname = 'revoke' AND application_name = 'knowledgefs' AND state = 'active'", [], 'revoke'))[0]?.n), (n) => n === 0).then(() => new Promise((r) => setTimeout(r, 200)));
+      expect(await everTrue(() => record?.revoked === false, Promise.all([released, settled]))).toBe(false);
+      expect(await viewStatus(b, s.token)).toBe(401);
+    } finally {
+      await holder.query('ROLLBACK').catch(() => undefined);
+      await holder.end();
+    }
+  });
+
+  it('a revocation made while B was not listening holds once B listens again (learnt by reloading)', async () => {
+    const s = await a.createSession({ kind: 'personal', creator: 'alice' });
+    expect(await viewStatus(b, s.token)).toBe(200);
+    // Cut the listening connections and revoke in the same round trip: nobody hears of it.
+    await pgc.sql(
+      `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = 'revoke' AND application_name = 'knowledgefs-listen';
+       UPDATE knowledgefs_sessions SET revoked = true, version = version + 1 WHERE id = '${s.sessionId}'`,
+      undefined,
+      'revoke',
+    );
+    // Refused (503) while not listening, then 401 once back: never 200 again.
+    const seen = new Set<number>();
+    await until('B refusing the token it did not hear revoked', async () => {
+      const st = await viewStatus(b, s.token);
+      seen.add(st);
+      return st;
+    }, (st) => st === 401, 15_000);
+    expect(seen.has(200)).toBe(false);
+    expect(b.logs.join('\n')).toMatch(/lost the PostgreSQL notification connection/);
+  });
+});
