@@ -15,7 +15,7 @@ function row(version: number, revoked: boolean): SessionRow {
 function handQueries() {
   const pending: ((rows: SessionRow[]) => void)[] = [];
   const query = ((_text: string, _values?: unknown[]) =>
-    new Promise((resolve) => pending.push((rows) => resolve({ rows, rowCount: rows.length, command: 'SELECT', oid: 0, fields: [] })))) as Query;
+    new Promise((resolve) => pending.push((rows) => resolve({ rows, rowCount: rows.length, command: 'SELECT', oid: 0, fields: [] } as never)))) as Query;
   const answer = async (rows: SessionRow[]) => {
     for (let i = 0; i < 50 && pending.length === 0; i++) await new Promise((r) => setImmediate(r));
     const next = pending.shift();

@@ -6,6 +6,7 @@
 
 import type pg from 'pg';
 import { LRUCache } from 'lru-cache';
+import { KnowledgeError } from '../core/errors.js';
 import type { SessionRecord } from './session-registry.js';
 import { pgErrorText } from './pg-error-text.js';
 import { applyChange, type Notified, type PgChange } from './pg-session-changes.js';
@@ -13,6 +14,18 @@ import { recordOf, SELECT_SESSION, type SessionRow } from './pg-session-rows.js'
 
 /** Sessions read back per query after the notification connection was lost (read sets included). */
 const RELOAD_BATCH = 100;
+/** Token hashes looked up per query: requests with tokens not cached wait for one query in flight at a time. */
+export const LOOKUP_BATCH = 500;
+/** Unknown token hashes remembered, and for how long (a session created since is announced: see `notify`). */
+const MAX_MISSES = 50_000;
+const MISS_TTL_MS = 60_000;
+/** Lookups that may wait for a query; past that a request is refused (503) rather than queued without bound. */
+const MAX_QUEUED = 10_000;
+
+interface Waiter {
+  resolve(entry: Cached | null): void;
+  reject(err: unknown): void;
+}
 
 export type Query = <R extends pg.QueryResultRow>(text: string, values?: unknown[]) => Promise<pg.QueryResult<R>>;
 
@@ -49,6 +62,17 @@ export class PgSessionCache {
   /** Highest version notified per session, cached or not: a load that raced a change reloads. */
   private readonly notified = new LRUCache<string, number>({ max: 100_000 });
   private readonly loading = new Map<string, Promise<Cached | null>>();
+  /**
+   * Token hashes PostgreSQL had no session for: made-up tokens cost no query
+   * while remembered. Forgotten when a session for one is announced, and all
+   * when listening again (an announcement may have been missed).
+   */
+  private readonly missed = new LRUCache<string, true>({ max: MAX_MISSES, ttl: MISS_TTL_MS });
+  /** Bumped by every announced session: a lookup that ran meanwhile does not remember its misses. */
+  private createdSeen = 0;
+  /** Lookups waiting for the next query, by token hash. */
+  private readonly queued = new Map<string, Waiter>();
+  private lookingUp = false;
   private readonly listeners = new Set<(sessionId: string) => void>();
 
   constructor(private readonly opts: PgSessionCacheOptions) {
@@ -107,25 +131,64 @@ export class PgSessionCache {
     return entry;
   }
 
-  /** The session holding the token of this hash, from PostgreSQL (one query, shared by concurrent callers). */
+  /**
+   * The session holding the token of this hash, from PostgreSQL; null when
+   * there is none (remembered for a while). Lookups share one query in flight
+   * at a time, LOOKUP_BATCH hashes each: thousands of made-up tokens cost a
+   * few queries and one pool connection, not one each.
+   */
   async loadByToken(hash: string): Promise<Cached | null> {
+    if (this.missed.has(hash)) return null;
     const inFlight = this.loading.get(hash);
     if (inFlight !== undefined) return inFlight;
-    const load = (async () => {
-      const { rows } = await this.opts.query<SessionRow>(`${SELECT_SESSION} WHERE s.token_hash = $1`, [hash]);
-      const row = rows[0];
-      return row === undefined ? null : this.adopt(row);
-    })();
+    if (this.queued.size >= MAX_QUEUED) throw new KnowledgeError('unavailable', 'session state: too many sessions being looked up at once; retry shortly');
+    const load = new Promise<Cached | null>((resolve, reject) => this.queued.set(hash, { resolve, reject }));
     this.loading.set(hash, load);
-    try {
-      return await load;
-    } finally {
-      this.loading.delete(hash);
+    this.lookUp();
+    return load;
+  }
+
+  private lookUp(): void {
+    if (this.lookingUp || this.queued.size === 0) return;
+    this.lookingUp = true;
+    const batch: [string, Waiter][] = [];
+    for (const item of this.queued) {
+      batch.push(item);
+      if (batch.length === LOOKUP_BATCH) break;
     }
+    for (const [hash] of batch) this.queued.delete(hash);
+    const createdBefore = this.createdSeen;
+    void (async () => {
+      try {
+        const { rows } = await this.opts.query<SessionRow>(`${SELECT_SESSION} WHERE s.token_hash = ANY ($1::text[])`, [batch.map(([hash]) => hash)]);
+        const found = new Map(rows.map((r) => [r.token_hash, r]));
+        for (const [hash, waiter] of batch) {
+          const row = found.get(hash);
+          if (row !== undefined) {
+            waiter.resolve(this.adopt(row));
+            continue;
+          }
+          // A session announced while the query ran may hold it: not remembered as unknown then.
+          if (this.createdSeen === createdBefore) this.missed.set(hash, true);
+          waiter.resolve(null);
+        }
+      } catch (err) {
+        for (const [, waiter] of batch) waiter.reject(err);
+      } finally {
+        for (const [hash] of batch) this.loading.delete(hash);
+        this.lookingUp = false;
+        this.lookUp();
+      }
+    })();
   }
 
   /** A notification received: remembered, and applied to the session if it is cached. */
   notify({ id, version, change }: Notified): void {
+    if (change.kind === 'created') {
+      this.createdSeen++;
+      this.missed.delete(change.tokenHash);
+      return;
+    }
     if (version > (this.notified.get(id) ?? -1)) this.notified.set(id, version);
     const entry = this.byId.peek(id);
     if (entry !== undefined) this.advance(entry, version, change);
@@ -178,6 +241,9 @@ export class PgSessionCache {
 
   /** Every cached session read again, RELOAD_BATCH per query (after a gap in listening). Throws when PostgreSQL fails. */
   async reloadAll(): Promise<void> {
+    // Sessions created while nobody listened were never announced here.
+    this.createdSeen++;
+    this.missed.clear();
     const entries = [...this.byId.values()];
     for (let i = 0; i < entries.length; i += RELOAD_BATCH) {
       const batch = entries.slice(i, i + RELOAD_BATCH);

@@ -14,7 +14,9 @@ export type PgChange =
   | { readonly kind: 'revoke' }
   | { readonly kind: 'read'; readonly entry: ReadSetEntry; readonly mount?: string }
   | { readonly kind: 'reminded'; readonly updates: Update[] }
-  | { readonly kind: 'reload' };
+  | { readonly kind: 'reload' }
+  /** A new session (version 0): a replica that found no session for this token hash looks again. */
+  | { readonly kind: 'created'; readonly tokenHash: string };
 
 /** A notification as received: which session, its version after the change, and the change. */
 export interface Notified {

@@ -2,6 +2,7 @@
 // back, and the record a replica caches from it.
 
 import type { SessionKind } from '../core/policy.js';
+import { CHANNEL } from './pg-session-changes.js';
 import type { SessionRecord } from './session-registry.js';
 
 export interface SessionRow {
@@ -36,3 +37,14 @@ export function recordOf(row: SessionRow): SessionRecord {
     createdAt: row.created_at,
   };
 }
+
+/**
+ * A new session, and its `created` notification ($7) in the same statement:
+ * replicas that remembered its token hash as unknown forget that at once.
+ * $1..$6: id, token_hash, kind, creator, team, created_at.
+ */
+export const INSERT_SESSION = `
+  WITH s AS (
+    INSERT INTO knowledgefs_sessions (id, token_hash, kind, creator, team, created_at) VALUES ($1, $2, $3, $4, $5, $6) RETURNING id
+  )
+  SELECT pg_notify('${CHANNEL}', s.id || ' 0 ' || $7) AS notified FROM s`;

@@ -20,7 +20,7 @@ import { pgErrorText } from './pg-error-text.js';
 import { PgNotificationListener } from './pg-notification-listener.js';
 import { PgSessionCache } from './pg-session-cache.js';
 import { CHANNEL, changePayload, parseNotification, type PgChange, type Update } from './pg-session-changes.js';
-import { SELECT_SESSION, type SessionRow } from './pg-session-rows.js';
+import { INSERT_SESSION, SELECT_SESSION, type SessionRow } from './pg-session-rows.js';
 import { redactUrl } from './pg-state-url.js';
 import { hashToken, holdsToken, MAX_READ_SET, newSession, type ReadSetEntry, type SessionRecord } from './session-registry.js';
 import type { NewSession, SessionState, SessionStats } from './session-state.js';
@@ -169,10 +169,8 @@ export class PgSessionState implements SessionState {
 
   async create(input: NewSession, createdAt: string): Promise<{ record: SessionRecord; token: string }> {
     const { record, token } = newSession(input, createdAt);
-    await this.query(
-      'INSERT INTO knowledgefs_sessions (id, token_hash, kind, creator, team, created_at) VALUES ($1, $2, $3, $4, $5, $6)',
-      [record.id, record.tokenHash, record.kind, record.creator, record.team ?? null, createdAt],
-    );
+    const created: PgChange = { kind: 'created', tokenHash: record.tokenHash };
+    await this.query(INSERT_SESSION, [record.id, record.tokenHash, record.kind, record.creator, record.team ?? null, createdAt, JSON.stringify(created)]);
     this.cache.remember({ record, version: 0, reloading: false, reloadAgain: false });
     return { record, token };
   }

@@ -5,7 +5,11 @@
 // client then sees of the state URL).
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { randomBytes } from 'node:crypto';
 import pg from 'pg';
+import { LOOKUP_BATCH } from '../../src/server/pg-session-cache.js';
+import { INSERT_SESSION } from '../../src/server/pg-session-rows.js';
+import { hashToken, newToken } from '../../src/server/session-registry.js';
 import { makeDataDir, removeDataDir } from '../helpers/data-dir.js';
 import { startControlPlane, type TestControlPlane } from '../helpers/control-plane.js';
 import { startPostgres, type PgCluster } from '../helpers/postgres.js';
@@ -127,5 +131,61 @@ describe('revocation', () => {
     }, (st) => st === 401, 15_000);
     expect(seen.has(200)).toBe(false);
     expect(b.logs.join('\n')).toMatch(/lost the PostgreSQL notification connection/);
+  });
+});
+
+describe('made-up tokens', () => {
+  let a: TestControlPlane;
+  let b: TestControlPlane;
+
+  beforeAll(async () => {
+    await pgc.createDatabase('madeup');
+    a = await replica('madeup');
+    b = await replica('madeup');
+  });
+
+  const trips = async (cp: TestControlPlane) => {
+    const text = await (await fetch(`${cp.url}/metrics`, { headers: auth(ADMIN) })).text();
+    return Number(/^knowledgefs_state_round_trips_total (\d+)/m.exec(text)?.[1]);
+  };
+
+  it('thousands of made-up tokens cost a few round trips, not one each, and none when tried again', async () => {
+    const N = 1_000;
+    const WAVE = 200;
+    const tokens = Array.from({ length: N }, () => newToken());
+    const attack = async () => {
+      for (let i = 0; i < N; i += WAVE) {
+        const statuses = await Promise.all(tokens.slice(i, i + WAVE).map((t) => viewStatus(b, t)));
+        expect(statuses.every((st) => st === 401)).toBe(true);
+      }
+    };
+    const before = await trips(b);
+    await attack();
+    const first = (await trips(b)) - before;
+    await attack();
+    const again = (await trips(b)) - before - first;
+    process.stderr.write(`made-up tokens: ${N} in waves of ${WAVE}: ${first} round trips, ${again} when tried again\n`);
+    expect(first).toBeLessThan(N / 2);
+    expect(again).toBe(0);
+    // Arriving together, they share queries of LOOKUP_BATCH (the first goes alone, before the rest arrive).
+    const together = Array.from({ length: 2 * N }, () => newToken());
+    const start = await trips(b);
+    expect(await Promise.all(together.map((t) => b.cp.sessions.authenticate(t)))).toEqual(together.map(() => null));
+    const batched = (await trips(b)) - start;
+    process.stderr.write(`made-up tokens: ${2 * N} at once: ${batched} round trips\n`);
+    expect(batched).toBeLessThanOrEqual(Math.ceil((2 * N) / LOOKUP_BATCH) + 1);
+    // A real session still works through B, looked up like any token B has not seen.
+    const s = await a.createSession({ kind: 'personal', creator: 'alice' });
+    expect(await viewStatus(b, s.token)).toBe(200);
+  });
+
+  it('a session created for a token B just refused works through B as soon as its creation is announced', async () => {
+    const token = newToken();
+    expect(await viewStatus(b, token)).toBe(401);
+    expect(await viewStatus(b, token)).toBe(401); // remembered as unknown
+    const id = `ses_${randomBytes(12).toString('hex')}`;
+    // The statement a replica creates a session with, and its announcement.
+    await pgc.sql(INSERT_SESSION, [id, hashToken(token), 'personal', 'alice', null, new Date().toISOString(), JSON.stringify({ kind: 'created', tokenHash: hashToken(token) })], 'madeup');
+    await until('B accepting the new session', async () => viewStatus(b, token), (st) => st === 200, 2 * HEARTBEAT_MS + 1_000);
   });
 });
