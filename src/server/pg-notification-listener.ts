@@ -35,6 +35,7 @@ export class PgNotificationListener {
   private connecting: Promise<void> | null = null;
   /** Start time of the last heartbeat completed on a listening connection. */
   private confirmedAt = -Infinity;
+  /** Why the connection was lost, or last failed to come back: what the log said last. */
   private lostReason = 'not connected yet';
   /** The heartbeat in flight (timer or on demand); callers share it. */
   private confirming: Promise<void> | null = null;
@@ -63,7 +64,8 @@ export class PgNotificationListener {
     // Twice: a heartbeat already in flight may have started before the bound.
     for (let i = 0; i < 2 && !this.fresh() && this.client !== null; i++) await this.confirm();
     if (this.fresh()) return;
-    throw new KnowledgeError('unavailable', `session state unavailable: lost contact with PostgreSQL at ${this.opts.where} (${this.lostReason}); retry shortly`);
+    // What went wrong, and where PostgreSQL is, are in the log (`lost`): a client is told neither.
+    throw new KnowledgeError('unavailable', 'session state unavailable: lost contact with PostgreSQL; retry shortly');
   }
 
   /** Opens the listening connection; after a loss, reloads every cached session before trusting the cache again. */
@@ -127,7 +129,10 @@ export class PgNotificationListener {
         await this.listen();
         if (this.client !== null) this.opts.log('session state: listening to PostgreSQL again');
       } catch (err) {
-        this.lostReason = pgErrorText(err);
+        // Logged once per reason, not once per heartbeat of an outage.
+        const reason = pgErrorText(err);
+        if (reason !== this.lostReason) this.opts.log(`session state: still not listening to PostgreSQL: ${reason}`);
+        this.lostReason = reason;
       }
       return;
     }

@@ -271,7 +271,9 @@ export class PgSessionState implements SessionState {
       return await this.pool.query<R>(text, values);
     } catch (err) {
       if (err instanceof KnowledgeError) throw err;
-      throw new KnowledgeError('unavailable', `session state unavailable (PostgreSQL at ${this.where}: ${pgErrorText(err)}); retry shortly`, { cause: err });
+      // The details name where PostgreSQL is: they go to the log, never to the client.
+      this.opts.log(`session state: a query to PostgreSQL at ${this.where} failed: ${pgErrorText(err)}`);
+      throw new KnowledgeError('unavailable', 'session state unavailable: a query to PostgreSQL failed; retry shortly', { cause: err });
     }
   }
 }

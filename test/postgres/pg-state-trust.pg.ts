@@ -189,3 +189,37 @@ describe('made-up tokens', () => {
     await until('B accepting the new session', async () => viewStatus(b, token), (st) => st === 200, 2 * HEARTBEAT_MS + 1_000);
   });
 });
+
+describe('PostgreSQL down', () => {
+  it('what clients are told names no state URL (nor host, port, database or password); the log does, redacted', async () => {
+    await pgc.createDatabase('outage_words');
+    const a = await replica('outage_words', `${pgc.url('outage_words')}?application_name=kfs&password=query-secret`);
+    const s = await a.createSession({ kind: 'personal', creator: 'alice', team: 'payments' });
+    expect(await a.cp.sessions.describe()).toMatch(/PostgreSQL at postgres:\/\/postgres@127\.0\.0\.1:\d+\/outage_words\?application_name=kfs&password=REDACTED$/);
+    await pgc.stop('fast');
+    try {
+      const bodies: string[] = [];
+      const collect = async (res: Promise<Response>) => {
+        const r = await res;
+        if (r.status === 503) bodies.push(await r.text());
+        return r.status;
+      };
+      // Writes query PostgreSQL at once; reads are refused once the cache is no longer confirmed.
+      expect(await collect(fetch(`${a.url}/v1/read`, { method: 'POST', headers: auth(s.token), body: JSON.stringify({ path: 'team_payments/DUTY.md', mount: true }) }))).toBe(503);
+      await until('503 once PostgreSQL is gone', async () => collect(fetch(`${a.url}/v1/session`, { headers: auth(s.token) })), (st) => st === 503, 2 * HEARTBEAT_MS + 2_000);
+      // Any bearer token, even a made-up one.
+      expect(await collect(fetch(`${a.url}/v1/plan`, { headers: auth(newToken()) }))).toBe(503);
+      expect(bodies.length).toBeGreaterThanOrEqual(3);
+      for (const body of bodies) {
+        expect(JSON.parse(body)).toMatchObject({ error: { code: 'unavailable', message: expect.stringMatching(/^session state unavailable: .*PostgreSQL.*; retry shortly$/) } });
+        expect(body).not.toMatch(/postgres(ql)?:\/\/|127\.0\.0\.1|outage_words|query-secret/);
+        expect(body).not.toContain(String(pgc.port));
+      }
+      const log = a.logs.join('\n');
+      expect(log).toMatch(/PostgreSQL at postgres:\/\/postgres@127\.0\.0\.1:\d+\/outage_words\?application_name=kfs&password=REDACTED/);
+      expect(log).not.toContain('query-secret');
+    } finally {
+      await pgc.start();
+    }
+  });
+});
