@@ -11,7 +11,8 @@
 // every breakage is caught, after the same tests passed on the unbroken copy
 // (a baseline that fails would make every breakage look caught). A breakage
 // may set `env` for its tests, e.g. KNOWLEDGEFS_FUSE_BINDING=fuse-native for
-// code only that binding runs.
+// code only that binding runs, and `config` for tests of another suite, e.g.
+// test/postgres/vitest.config.ts for the *.pg.ts files.
 //
 // The working tree is never written to. Options:
 //   --only id,id   run these breakages only
@@ -69,6 +70,7 @@ function validate(breakages) {
     const n = occurrences(readFileSync(file, 'utf8'), b.find);
     if (n !== 1) problems.push(`${b.id}: the text to replace occurs ${n} times in ${b.file} (must be exactly once)`);
     if (!Array.isArray(b.tests) || b.tests.length === 0) problems.push(`${b.id}: names no tests`);
+    if (b.config !== undefined && !existsSync(join(ROOT, b.config))) problems.push(`${b.id}: ${b.config} does not exist`);
     for (const t of b.tests ?? []) {
       const testFile = join(ROOT, t.file);
       if (!existsSync(testFile)) problems.push(`${b.id}: ${t.file} does not exist`);
@@ -80,13 +82,13 @@ function validate(breakages) {
 
 const escapeRegex = (s) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
-/** vitest on `tests` in `dir`; resolves with the exit code (null on timeout) and the output. */
-function runTests(dir, tests, env = {}) {
+/** vitest on `tests` in `dir` (with `config`, if given); resolves with the exit code (null on timeout) and the output. */
+function runTests(dir, tests, env = {}, config = undefined) {
   const files = [...new Set(tests.map((t) => t.file))];
   const pattern = [...new Set(tests.map((t) => escapeRegex(t.name)))].join('|');
   const vitest = join(dir, 'node_modules', 'vitest', 'vitest.mjs');
   return new Promise((done) => {
-    const child = spawn(process.execPath, [vitest, 'run', ...files, '-t', pattern], {
+    const child = spawn(process.execPath, [vitest, 'run', ...(config === undefined ? [] : ['--config', config]), ...files, '-t', pattern], {
       cwd: dir,
       env: { ...process.env, CI: process.env.CI ?? '', FORCE_COLOR: '0', ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -173,15 +175,16 @@ async function main() {
     // The baseline runs on the single-file transpiles the breakages will use, so a transpile that differs from tsc's build shows there, not as a false "caught".
     for (const file of new Set(chosen.map((b) => b.file))) emit(ts, options, dir, file, readFileSync(join(dir, file), 'utf8'));
 
-    // One baseline run per environment the breakages ask for.
+    // One baseline run per environment and suite configuration the breakages ask for.
     const byEnv = new Map();
     for (const b of chosen) {
-      const key = JSON.stringify(b.env ?? {});
+      const key = JSON.stringify({ env: b.env ?? {}, config: b.config });
       byEnv.set(key, [...(byEnv.get(key) ?? []), ...b.tests]);
     }
     for (const [key, tests] of byEnv) {
-      process.stdout.write(`test:mutations: baseline (${new Set(tests.map((t) => `${t.file} › ${t.name}`)).size} tests on the unbroken copy, env ${key})\n`);
-      const baseline = await runTests(dir, tests, JSON.parse(key));
+      const { env, config } = JSON.parse(key);
+      process.stdout.write(`test:mutations: baseline (${new Set(tests.map((t) => `${t.file} › ${t.name}`)).size} tests on the unbroken copy, env ${JSON.stringify(env)}${config === undefined ? '' : `, config ${config}`})\n`);
+      const baseline = await runTests(dir, tests, env, config);
       if (baseline.code !== 0) {
         process.stderr.write(`${tail(baseline.out, 80)}\ntest:mutations: the named tests fail on the unbroken code; fix that first\n`);
         return 1;
@@ -196,7 +199,7 @@ async function main() {
       writeFileSync(path, broken);
       emit(ts, options, dir, b.file, broken);
       const t0 = Date.now();
-      const result = await runTests(dir, b.tests, b.env);
+      const result = await runTests(dir, b.tests, b.env, b.config);
       writeFileSync(path, original);
       emit(ts, options, dir, b.file, original);
       const secs = ((Date.now() - t0) / 1000).toFixed(1);

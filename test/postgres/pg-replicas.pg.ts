@@ -63,6 +63,24 @@ describe('start-up', () => {
     expect(r.stderr).not.toContain('pw-in-argv');
   });
 
+  it('a password in a query parameter of --state (any spelling, sslpassword too) is refused the same way, without echoing it', async () => {
+    for (const param of ['password', 'PassWord', 'sslpassword']) {
+      const r = await runServe(['--state', `postgres://kfs@127.0.0.1:${pgc.port}/postgres?sslmode=disable&${param}=pw-in-query`]);
+      expect(r.code).toBe(2);
+      expect(r.stderr).toContain(`--state: the URL carries the query parameter ${param}, which every local user can read on the command line`);
+      expect(r.stderr).not.toContain('pw-in-query');
+    }
+  });
+
+  it('a $KNOWLEDGEFS_STATE_URL with ?password= starts, and the password never reaches the logs', async () => {
+    await pgc.createDatabase('cli_query');
+    const r = await runServe([], { KNOWLEDGEFS_STATE_URL: `postgres://postgres@127.0.0.1:${pgc.port}/cli_query?password=env-query-secret` });
+    expect(r.stdout).toMatch(/listening on http:\/\/127\.0\.0\.1:\d+/);
+    expect(r.stderr).toMatch(/0 live sessions in PostgreSQL at postgres:\/\/postgres@127\.0\.0\.1:\d+\/cli_query\?password=REDACTED/);
+    expect(r.stderr + r.stdout).not.toContain('env-query-secret');
+    expect(r.code).toBe(0);
+  });
+
   it('a $KNOWLEDGEFS_STATE_URL that is not a postgres:// URL is a usage error', async () => {
     const r = await runServe([], { KNOWLEDGEFS_STATE_URL: '/var/lib/state.json' });
     expect(r.code).toBe(2);

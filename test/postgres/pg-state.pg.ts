@@ -309,7 +309,7 @@ describe('PostgreSQL unreachable', () => {
       expect(refused.headers.get('retry-after')).toBe('1');
       expect(((await refused.json()) as { error: { code: string; message: string } }).error).toMatchObject({
         code: 'unavailable',
-        message: expect.stringMatching(/session state unavailable: lost contact with PostgreSQL at postgres:\/\/postgres@127\.0\.0\.1:\d+\/outage/),
+        message: 'session state unavailable: lost contact with PostgreSQL; retry shortly',
       });
     }
     expect(Date.now() - stoppedAt).toBeLessThan(2 * HEARTBEAT_MS + 2_000);

@@ -13,9 +13,10 @@
 //
 // Session state: --state FILE (default DATA/.knowledgefs/state.json), or
 // PostgreSQL for replicas: --state postgres://USER@HOST/DB, or the whole URL
-// in $KNOWLEDGEFS_STATE_URL. A password is refused on the command line (any
-// local user can read argv); it goes in the variable, $PGPASSWORD or
-// ~/.pgpass. Logs show the URL without its password.
+// in $KNOWLEDGEFS_STATE_URL. A password (in the userinfo or a query
+// parameter such as ?password= or ?sslpassword=) is refused on the command
+// line (any local user can read argv); it goes in the variable, $PGPASSWORD
+// or ~/.pgpass. Logs show the URL without its secrets; clients never see it.
 
 import type { Command } from 'commander';
 import { randomBytes } from 'node:crypto';
@@ -28,6 +29,7 @@ import { addLogOptions, startLogging } from '../log-sink.js';
 import { parseDuration, parseSize, formatDurationFlag, formatSizeFlag } from '../../core/units.js';
 import { serveControlPlane } from '../../server/control-plane.js';
 import { DEFAULTS, internalDir, isStateUrl } from '../../server/options.js';
+import { secretInUrl } from '../../server/pg-state-url.js';
 import type { CliContext } from '../context.js';
 import { EXIT } from '../exit-codes.js';
 import type { CommandResult } from '../main.js';
@@ -86,16 +88,16 @@ export const STATE_URL_ENV = 'KNOWLEDGEFS_STATE_URL';
 /** Where session state lives: a file path or a PostgreSQL URL (flag first, then the environment). */
 function resolveState(flags: ServeFlags, ctx: CliContext): { stateFile?: string; stateUrl?: string } {
   if (flags.state !== undefined && isStateUrl(flags.state)) {
-    let password = '';
+    let secret: string | undefined;
     try {
-      password = new URL(flags.state).password;
+      secret = secretInUrl(flags.state);
     } catch {
       throw new KnowledgeError('invalid_argument', '--state: not a valid URL (expected postgres://USER@HOST:PORT/DATABASE)');
     }
-    if (password !== '') {
+    if (secret !== undefined) {
       throw new KnowledgeError(
         'invalid_argument',
-        `--state: the URL carries a password, which every local user can read on the command line; put the whole URL in $${STATE_URL_ENV}, or the password in $PGPASSWORD or ~/.pgpass`,
+        `--state: the URL carries ${secret}, which every local user can read on the command line; put the whole URL in $${STATE_URL_ENV}, or the password in $PGPASSWORD or ~/.pgpass`,
       );
     }
     return { stateUrl: flags.state };
