@@ -8,7 +8,8 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { HttpControlClient, parseServerUrls } from '../src/daemon/control-client.js';
+import { HttpControlClient } from '../src/daemon/http-control-client.js';
+import { parseServerUrls } from '../src/daemon/replicas.js';
 import { failure } from './helpers/fake-control-client.js';
 
 type Behaviour = 'ok' | '503' | 'hang';

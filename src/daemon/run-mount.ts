@@ -13,7 +13,7 @@ import { mkdir } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { KnowledgeError, isKnowledgeError } from '../core/errors.js';
 import type { Plan } from '../core/plan.js';
-import { HttpControlClient } from './control-client.js';
+import { HttpControlClient } from './http-control-client.js';
 import { chooseFuseBinding, DEFAULT_FUSE_BINDING } from './fuse-binding.js';
 import { describeFuseProblems, fuseProblems } from './fuse-check.js';
 import type { MountDaemonIo } from './mount-daemon.js';
