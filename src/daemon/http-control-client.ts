@@ -15,9 +15,14 @@
 // The token lives in this object only; it is sent as a header, never logged.
 //
 // Several control-plane replicas (`--server URL1,URL2,…`): calls stick to
-// one replica until it fails (network error or a 5xx `unavailable`), then
-// move on to the next, at once and inside the same deadline; a dead replica
-// costs the call that found it one refused connection, not an EIO. With
+// one replica until it fails, then move on to the next, at once and inside
+// the same deadline; a dead replica costs the call that found it one
+// refused connection, not an EIO. Failing is: a network error, a 5xx
+// `unavailable`, an answer that cannot be used (not JSON, not a valid
+// plan/session/…, file bytes matching neither the sha256 asked for nor the
+// server's own header), or a 401 while untried replicas are left. A 404 or
+// 403 is a definite answer and never moves on: another replica would say
+// the same, and the caller needs its meaning (ENOENT, the guidance). With
 // more than one replica, an attempt that has other replicas left gets half
 // the time left (a hung replica cannot eat the whole deadline), and the read
 // tool's POST moves on too: recording a read twice changes nothing.
@@ -33,6 +38,7 @@ import type { IncomingMessage } from 'node:http';
 import { createRequire } from 'node:module';
 import { newRequestId, REQUEST_ID_HEADER } from '../core/request-id.js';
 import { KnowledgeError, isKnowledgeError } from '../core/errors.js';
+import { sha256Hex } from '../core/sha256.js';
 import { formatKnownScopes, type KnownScope, type Plan, type PlanChanges } from '../core/plan.js';
 import { parseBatchStream, type BatchItem } from './batch-stream.js';
 import type { BatchOptions, ControlClient, FileBody, PlanRequest } from './control-client.js';
@@ -128,43 +134,54 @@ export class HttpControlClient implements ControlClient {
   }
 
   async session(): Promise<SessionView> {
-    return checkSession(this.json(await this.call('/v1/session')));
+    return this.call('/v1/session', {}, (reply) => checkSession(this.json(reply)));
   }
 
   async plan(req: PlanRequest): Promise<Plan | null> {
-    const body = await this.planBody(req, '');
-    return body === null ? null : checkPlan(body);
+    return this.planBody(req, '', checkPlan);
   }
 
   /** `plan`, naming the scopes held: those still at that version come back as stubs without files (plan-changes.ts). */
   async planChanges(req: PlanRequest, known: readonly KnownScope[]): Promise<PlanChanges | null> {
-    const body = await this.planBody(req, `&known=${encodeURIComponent(formatKnownScopes(known))}`);
-    return body === null ? null : checkPlanChanges(body);
+    return this.planBody(req, `&known=${encodeURIComponent(formatKnownScopes(known))}`, checkPlanChanges);
   }
 
-  /** GET /v1/plan (long-poll, ETag) → the parsed body, or null for a 304. */
-  private async planBody(req: PlanRequest, query: string): Promise<unknown> {
+  /** GET /v1/plan (long-poll, ETag) → the body `check` accepts, or null for a 304. */
+  private async planBody<T>(req: PlanRequest, query: string, check: (body: unknown) => T): Promise<T | null> {
     const waitMs = req.waitMs ?? 0;
     let path = `/v1/plan?threshold=${req.threshold}${query}`;
     if (waitMs > 0) path += `&wait=${(waitMs / 1000).toFixed(3).replace(/\.?0+$/, '')}`;
     const headers: Record<string, string> = {};
     if (req.etag !== undefined && req.etag !== '') headers['if-none-match'] = `"${req.etag}"`;
-    const reply = await this.call(path, { headers, extraTimeoutMs: waitMs, signal: req.signal, streamJson: true });
-    return reply.status === 304 ? null : this.json(reply);
+    return this.call(path, { headers, extraTimeoutMs: waitMs, signal: req.signal, streamJson: true }, (reply) =>
+      reply.status === 304 ? null : check(this.json(reply)),
+    );
   }
 
   async grant(scope: string): Promise<void> {
-    checkGrant(this.json(await this.call(`/v1/grants/${encodeURIComponent(scope)}`)), scope);
+    await this.call(`/v1/grants/${encodeURIComponent(scope)}`, {}, (reply) => checkGrant(this.json(reply), scope));
   }
 
   async file(scope: string, path: string, maxBytes: number, sha256?: string): Promise<FileBody> {
     const version = sha256 === undefined ? '' : `?sha256=${sha256}`;
-    const reply = await this.call(`/v1/files/${encodeURIComponent(scope)}/${encodePath(path)}${version}`, {
+    const opts: CallOptions = {
       maxBytes,
       tooLarge: () => new KnowledgeError('integrity', `${scope}/${path}: the control plane sent more bytes than the plan says`),
+    };
+    return this.call(`/v1/files/${encodeURIComponent(scope)}/${encodePath(path)}${version}`, opts, (reply, last) => {
+      const header = reply.headers[SHA256_HEADER];
+      const claimed = typeof header === 'string' ? header : undefined;
+      // With another replica left, bytes that are neither the version asked for nor the one the
+      // server names (a flipped byte, a page that is not the file) are worth asking it for. The
+      // last answer goes to the caller, which verifies every body against the plan anyway.
+      if (!last && sha256 !== undefined) {
+        const actual = sha256Hex(reply.body);
+        if (actual !== sha256 && actual !== claimed) {
+          throw new KnowledgeError('integrity', `${scope}/${path}: bytes from the control plane match neither the plan's sha256 nor its own`);
+        }
+      }
+      return { body: reply.body, sha256: claimed };
     });
-    const header = reply.headers[SHA256_HEADER];
-    return { body: reply.body, sha256: typeof header === 'string' ? header : undefined };
   }
 
   async *batch(scope: string, paths: readonly string[], opts: BatchOptions): AsyncGenerator<BatchItem> {
@@ -218,21 +235,16 @@ export class HttpControlClient implements ControlClient {
   }
 
   async read(req: ReadRequest): Promise<ReadResponse> {
-    const reply = await this.call('/v1/read', {
-      method: 'POST',
-      replayable: true,
-      body: JSON.stringify(req),
-      headers: { 'content-type': 'application/json' },
-    });
-    return checkReadResponse(this.json(reply));
+    const opts: CallOptions = { method: 'POST', replayable: true, body: JSON.stringify(req), headers: { 'content-type': 'application/json' } };
+    return this.call('/v1/read', opts, (reply) => checkReadResponse(this.json(reply)));
   }
 
   async manifest(): Promise<ManifestResponse> {
-    return checkManifest(this.json(await this.call('/v1/manifest')));
+    return this.call('/v1/manifest', {}, (reply) => checkManifest(this.json(reply)));
   }
 
   async reminder(): Promise<ReminderResponse> {
-    return checkReminder(this.json(await this.call('/v1/reminder')));
+    return this.call('/v1/reminder', {}, (reply) => checkReminder(this.json(reply)));
   }
 
   async close(): Promise<void> {
@@ -256,8 +268,14 @@ export class HttpControlClient implements ControlClient {
     }
   }
 
-  /** One bounded call with retries; resolves only with a 2xx/304 reply. */
-  private async call(path: string, opts: CallOptions = {}): Promise<Reply> {
+  /**
+   * One bounded call with retries; resolves with what `accept` makes of a
+   * 2xx/304 reply (`last`: no other replica is left to ask). An answer that
+   * cannot be used (not JSON, fails its check, too large, or a 401 while
+   * other replicas are left) moves on to a replica not tried yet in this
+   * call; a definite refusal (404, 403, other 4xx) is the answer.
+   */
+  private async call<T>(path: string, opts: CallOptions, accept: (reply: Reply, last: boolean) => T): Promise<T> {
     const method = opts.method ?? 'GET';
     const idempotent = method === 'GET';
     const servers = this.replicas.urls;
@@ -278,6 +296,8 @@ export class HttpControlClient implements ControlClient {
       const used = this.replicas.currentIndex;
       tried.add(used);
       const server = servers[used] as string;
+      // An unusable answer from this replica is worth asking another one, not yet tried in this call.
+      const untriedLeft = retryable && tried.size < servers.length;
       // With untried replicas left, a hung one gets half the time left (a long-poll its whole wait on top).
       const budget = several && tried.size < servers.length ? Math.min(remaining, (opts.extraTimeoutMs ?? 0) + this.timeoutMs / 2) : remaining;
       const ac = new AbortController();
@@ -305,7 +325,13 @@ export class HttpControlClient implements ControlClient {
           reply = { status, headers: res.headers, body: await readCapped(res, max, tooLarge) };
         }
       } catch (err) {
-        if (isKnowledgeError(err)) throw err;
+        if (isKnowledgeError(err)) {
+          // Not JSON or too large, found while reading the body.
+          if (!untriedLeft) throw err;
+          lastProblem = `${server}: ${err.message}`;
+          this.replicas.moveOn(used);
+          continue;
+        }
         if (opts.signal?.aborted) throw new KnowledgeError('unavailable', 'request cancelled');
         lastProblem = `${several ? `${server}: ` : ''}${ac.signal.aborted ? `no answer within ${several ? Math.round(budget) : timeoutMs} ms` : describeNetworkError(err)}`;
         this.replicas.moveOn(used);
@@ -316,8 +342,24 @@ export class HttpControlClient implements ControlClient {
         clearTimeout(timer);
         opts.signal?.removeEventListener('abort', onOuterAbort);
       }
-      if ((reply.status >= 200 && reply.status < 300) || reply.status === 304) return reply;
+      if ((reply.status >= 200 && reply.status < 300) || reply.status === 304) {
+        try {
+          return accept(reply, !untriedLeft);
+        } catch (err) {
+          if (!untriedLeft || !isKnowledgeError(err)) throw err;
+          lastProblem = `${server}: ${err.message}`;
+          this.replicas.moveOn(used);
+          continue;
+        }
+      }
       const err = replyError(reply, server);
+      // A replica refusing the token while others are left (its token list behind, or not this
+      // deployment's): ask the next; from the last one, 401 is the answer.
+      if (err.code === 'unauthorized' && untriedLeft) {
+        lastProblem = err.message;
+        this.replicas.moveOn(used);
+        continue;
+      }
       const unavailable = reply.status >= 500 && err.code === 'unavailable';
       if (!unavailable || !retryable || (attempt >= maxAttempts && !several)) {
         throw unavailable ? new KnowledgeError('unavailable', `${err.message} (request ${requestId})`) : err;
