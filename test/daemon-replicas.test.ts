@@ -179,14 +179,18 @@ describe('several replicas', () => {
 });
 
 describe('which answers move on to the next replica', () => {
-  it.each(['garbage', 'html', 'invalid', '401'] as const)('an answer that cannot be used (%s) is left for the next replica', async (behaviour) => {
-    a().behaviour = behaviour;
-    const cl = client([a().url, b().url]);
-    expect(await cl.session()).toMatchObject({ sessionId: 'ses_1' });
-    expect(await cl.read({ path: 'account/DUTY.md', mount: false })).toMatchObject({ path: 'account/DUTY.md' });
-    expect(a().hits).toEqual(['GET /v1/session']);
-    expect(b().hits).toEqual(['GET /v1/session', 'POST /v1/read']);
-    expect(cl.serverUrl).toBe(b().url);
+  it('an answer that cannot be used (not JSON, an HTML page with 200, an invalid body, a 401) is left for the next replica', async () => {
+    for (const behaviour of ['garbage', 'html', 'invalid', '401'] as const) {
+      a().behaviour = behaviour;
+      a().hits = [];
+      b().hits = [];
+      const cl = client([a().url, b().url]);
+      expect(await cl.session()).toMatchObject({ sessionId: 'ses_1' });
+      expect(await cl.read({ path: 'account/DUTY.md', mount: false })).toMatchObject({ path: 'account/DUTY.md' });
+      expect(a().hits, behaviour).toEqual(['GET /v1/session']);
+      expect(b().hits, behaviour).toEqual(['GET /v1/session', 'POST /v1/read']);
+      expect(cl.serverUrl).toBe(b().url);
+    }
   });
 
   it.each(['flip', 'garbage', 'html', 'invalid'] as const)('file bytes matching neither the sha256 asked for nor the server\'s own (%s) are fetched from the next replica', async (behaviour) => {
@@ -198,20 +202,24 @@ describe('which answers move on to the next replica', () => {
     expect(b().hits).toHaveLength(1);
   });
 
-  it.each([
-    ['404', 'not_found', 'no such file here'],
-    ['403', 'denied', 'ask your team lead'],
-  ] as const)('a %s is the answer: never asked of the next replica, its code and message kept', async (behaviour, code, message) => {
-    a().behaviour = behaviour;
-    const cl = client([a().url, b().url]);
-    for (const call of [() => cl.file('account', 'DUTY.md', 1024, FILE_SHA), () => cl.read({ path: 'account/DUTY.md', mount: false }), () => cl.grant('team_x')]) {
-      const err = await failure(call());
-      expect(err.code).toBe(code);
-      expect(err.message).toBe(message);
+  it('a 404 or a 403 is the answer: never asked of the next replica, its code and message kept', async () => {
+    const cases = [
+      ['404', 'not_found', 'no such file here'],
+      ['403', 'denied', 'ask your team lead'],
+    ] as const;
+    for (const [behaviour, code, message] of cases) {
+      a().behaviour = behaviour;
+      a().hits = [];
+      const cl = client([a().url, b().url]);
+      for (const call of [() => cl.file('account', 'DUTY.md', 1024, FILE_SHA), () => cl.read({ path: 'account/DUTY.md', mount: false }), () => cl.grant('team_x')]) {
+        const err = await failure(call());
+        expect(err.code, behaviour).toBe(code);
+        expect(err.message).toBe(message);
+      }
+      expect(a().hits).toHaveLength(3);
+      expect(b().hits).toHaveLength(0);
+      expect(cl.serverUrl).toBe(a().url);
     }
-    expect(a().hits).toHaveLength(3);
-    expect(b().hits).toHaveLength(0);
-    expect(cl.serverUrl).toBe(a().url);
   });
 
   it('every replica answering 401: unauthorized (the token is refused), not unavailable', async () => {
