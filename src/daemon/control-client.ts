@@ -10,6 +10,8 @@ export interface FileBody {
   readonly body: Buffer;
   /** The sha256 the server claims (x-kfs-sha256), if it sent one. */
   readonly sha256: string | undefined;
+  /** The body's own sha256 when the client already computed it (so the caller need not hash it again). */
+  readonly actual?: string | undefined;
 }
 
 export interface PlanRequest {

@@ -179,6 +179,7 @@ export class HttpControlClient implements ControlClient {
         if (actual !== sha256 && actual !== claimed) {
           throw new KnowledgeError('integrity', `${scope}/${path}: bytes from the control plane match neither the plan's sha256 nor its own`);
         }
+        return { body: reply.body, sha256: claimed, actual };
       }
       return { body: reply.body, sha256: claimed };
     });
