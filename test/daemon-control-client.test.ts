@@ -11,7 +11,7 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { buildPlan, snapshotScope } from '../src/core/plan.js';
 import { BATCH_CONTENT_TYPE } from '../src/core/wire.js';
-import { HttpControlClient } from '../src/daemon/control-client.js';
+import { HttpControlClient } from '../src/daemon/http-control-client.js';
 import { failure } from './helpers/fake-control-client.js';
 import { waitFor } from './helpers/mount.js';
 

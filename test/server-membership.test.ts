@@ -7,6 +7,8 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { Plan } from '../src/core/plan.js';
 import { makeDataDir, removeDataDir, writeDataFile } from './helpers/data-dir.js';
 import { startControlPlane, type TestControlPlane } from './helpers/control-plane.js';
+import { httpMembership } from '../src/server/membership.js';
+import { BIN, run } from './helpers/mount.js';
 import { GARBAGE_BODIES, startFaultMembership, type FaultMembership, type MembershipMode } from './helpers/fault-membership.js';
 
 let dir: string;
@@ -141,5 +143,55 @@ describe('a membership outage and the read set', () => {
     } finally {
       members.setTeams('alice', ['payments', 'search']);
     }
+  });
+});
+
+describe('user names that would rewrite the lookup path', () => {
+  const BAD_NAMES = ['.', '..', '%2e%2e', '%2E%2E', 'a/b', 'a%2fb', '../teams', 'a\\b', 'tab\tname', 'nul\u0000', 'del\u007f', 'c1\u0085', 'line\nbreak', ''];
+  const LOOKUP = /^\/users\/[^/]+\/teams$/;
+  const create = (creator: string) =>
+    fetch(`${cp.url}/v1/admin/sessions`, { method: 'POST', headers: auth(cp.adminToken), body: JSON.stringify({ kind: 'personal', creator }) });
+
+  it.each(BAD_NAMES.map((n) => [JSON.stringify(n), n]))('session create refuses creator %s with a 400 naming "creator", and asks the service nothing', async (_shown, name) => {
+    members.resetCalls();
+    const res = await create(name);
+    expect(res.status).toBe(400);
+    const body = (await res.json()) as { error: { code: string; message: string } };
+    expect(body.error.code).toBe('invalid_argument');
+    expect(body.error.message).toMatch(/"creator"/);
+    expect(members.paths()).toEqual([]);
+  });
+
+  it('names with dots inside, "@" or non-ASCII letters are still names: looked up as /users/<name>/teams', async () => {
+    members.resetCalls();
+    for (const name of ['a.b', '...', 'alice@example.com', 'zoë']) expect((await create(name)).status).toBe(400); // unknown user, asked
+    expect(members.paths()).toHaveLength(4);
+    for (const path of members.paths()) expect(path).toMatch(LOOKUP);
+  });
+
+  it('`knowledgefs session create --creator ..` is refused, naming --creator, and no session is created', async () => {
+    members.resetCalls();
+    for (const name of ['..', 'a/b', '%2e%2e']) {
+      const r = await run(process.execPath, [BIN, 'session', 'create', '--server', cp.url, '--kind', 'personal', '--creator', name, '--json'], {
+        env: { KNOWLEDGEFS_ADMIN_TOKEN: cp.adminToken },
+        timeoutMs: 30_000,
+      });
+      expect(r.code, r.stdout).not.toBe(0);
+      expect(r.stdout).toBe('');
+      expect(r.stderr).toMatch(/--creator/);
+    }
+    expect(members.paths()).toEqual([]);
+  });
+
+  it('the membership client refuses them too (fail closed), without a request; good names go to /users/<name>/teams only', async () => {
+    members.resetCalls();
+    const client = httpMembership(members.url, 1_000);
+    for (const name of BAD_NAMES) {
+      const answer = await client.teamsOf(name);
+      expect(answer.status, JSON.stringify(name)).toBe('error');
+    }
+    expect(members.paths()).toEqual([]);
+    expect(await client.teamsOf('alice')).toEqual({ status: 'ok', teams: ['payments', 'search'] });
+    expect(members.paths()).toEqual(['/users/alice/teams']);
   });
 });

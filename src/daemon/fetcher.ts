@@ -202,7 +202,7 @@ export class ContentFetcher {
       throw err;
     }
     const { body, sha256: claimed } = reply;
-    const actual = sha256Hex(body);
+    const actual = reply.actual ?? sha256Hex(body);
     if (actual === ref.sha256 && body.length === ref.size) {
       this.fetchedBytes += body.length;
       this.opts.cache.put(actual, body);

@@ -14,7 +14,7 @@ import { resolve } from 'node:path';
 import { KnowledgeError, isKnowledgeError } from '../core/errors.js';
 import type { Plan } from '../core/plan.js';
 import { prepareCacheDirectory } from './cache-directory.js';
-import { HttpControlClient } from './control-client.js';
+import { HttpControlClient } from './http-control-client.js';
 import { chooseFuseBinding, DEFAULT_FUSE_BINDING } from './fuse-binding.js';
 import { describeFuseProblems, fuseProblems } from './fuse-check.js';
 import type { MountDaemonIo } from './mount-daemon.js';

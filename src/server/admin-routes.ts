@@ -12,6 +12,7 @@ import { KnowledgeError } from '../core/errors.js';
 import { escapeForLog } from '../core/escape-for-log.js';
 import type { SessionKind } from '../core/policy.js';
 import { isValidTeamId, teamScope } from '../core/scope.js';
+import { userNameError } from '../core/user-name.js';
 import type { CreateSessionRequest, CreateSessionResponse } from '../core/wire.js';
 import { empty, errorResponse, jsonResponse, type ApiResponse } from './api.js';
 import type { RouteContext } from './context.js';
@@ -33,6 +34,8 @@ function parseCreate(body: Buffer): CreateSessionRequest {
   if (kind !== 'team' && kind !== 'personal') bad('"kind" must be "team" or "personal"');
   const creator = v['creator'];
   if (typeof creator !== 'string' || creator === '') bad('"creator" must be a user name');
+  const creatorError = userNameError('creator', creator);
+  if (creatorError !== undefined) bad(creatorError);
   const team = v['team'];
   if (team !== undefined && team !== null && (typeof team !== 'string' || !isValidTeamId(team))) {
     bad(`"team" must be a team id ([a-z0-9][a-z0-9_-]{0,62}), got ${JSON.stringify(team)}`);

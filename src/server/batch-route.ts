@@ -22,7 +22,7 @@
 //
 // The request body is a JSON list of paths under the server's ordinary body
 // limit (64 KiB by default); BATCH_MAX_PATHS caps the count. Clients size
-// their batches to fit both (see control-client.ts).
+// their batches to fit both (see prefetch.ts).
 
 import { KnowledgeError } from '../core/errors.js';
 import { packPathProblem } from '../core/paths.js';

@@ -13,6 +13,7 @@
 import { request } from 'undici';
 import { performance } from 'node:perf_hooks';
 import { CONTROL_PLANE_METRICS, type MEMBERSHIP_SOURCES, type MetricsRecorder } from '../core/metrics.js';
+import { userNameProblem } from '../core/user-name.js';
 import type { MembershipAnswer } from '../core/policy.js';
 import { isValidTeamId } from '../core/scope.js';
 import type { DirectoryView } from './pack-source.js';
@@ -59,6 +60,9 @@ async function readCapped(body: Body, cap: number): Promise<string | null> {
 export function httpMembership(baseUrl: string, timeoutMs: number): MembershipSource {
   return {
     async teamsOf(user) {
+      // Session creation refuses such names; one that got here anyway is never put in the URL.
+      const problem = userNameProblem(user);
+      if (problem !== undefined) return { status: 'error', error: `user name ${JSON.stringify(user)} ${problem}: not asked of the membership service` };
       const url = `${baseUrl}/users/${encodeURIComponent(user)}/teams`;
       const signal = AbortSignal.timeout(timeoutMs);
       try {

@@ -3,7 +3,10 @@
 // revocation tests) and the service can be switched to fail the ways a real
 // one does: down (port closed), slow, hanging, 500, garbage bodies, or 404 for
 // everyone. Every call is counted so tests can check that account and
-// bound-team decisions never consult it.
+// bound-team decisions never consult it. Every request's path is recorded,
+// and `GET /teams` answers every team any member has, like a service whose
+// team listing sits next to its user lookups: a client that lets a user name
+// such as ".." rewrite its path would be handed them all.
 
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
@@ -32,6 +35,8 @@ export interface FaultMembership {
   setTeams(user: string, teams: readonly string[]): void;
   removeUser(user: string): void;
   teamsOf(user: string): readonly string[] | undefined;
+  /** The path (and query) of every request since the last reset, as sent. */
+  paths(): readonly string[];
   /** Calls answered or attempted since the last reset, per user. */
   calls(user?: string): number;
   /** Bytes of body the last 'huge' answer got out before the client stopped reading or it ended. */
@@ -71,12 +76,14 @@ export async function startFaultMembership(
 ): Promise<FaultMembership> {
   const members = new Map<string, readonly string[]>(Object.entries(initial));
   const callsByUser = new Map<string, number>();
+  const paths: string[] = [];
   let mode: MembershipMode = { kind: 'ok' };
   let hugeSent = 0;
   const sockets = new Set<Socket>();
   const hung = new Set<ServerResponse>();
 
   const server: Server = createServer((req, res) => {
+    paths.push(req.url ?? '');
     const match = /^\/users\/([^/?]+)\/teams(?:\?.*)?$/.exec(req.url ?? '');
     const user = match ? decodeURIComponent(match[1] ?? '') : '';
     callsByUser.set(user, (callsByUser.get(user) ?? 0) + 1);
@@ -85,6 +92,7 @@ export async function startFaultMembership(
       res.end(typeof body === 'string' ? body : JSON.stringify(body));
     };
     const answer = () => {
+      if (req.method === 'GET' && req.url === '/teams') return json(200, { teams: [...new Set([...members.values()].flat())] });
       if (req.method !== 'GET' || !match) return json(404, { error: 'no such route' });
       const teams = members.get(user);
       if (teams === undefined) return json(404, { error: 'unknown user' });
@@ -170,8 +178,12 @@ export async function startFaultMembership(
       for (const v of callsByUser.values()) n += v;
       return n;
     },
+    paths() {
+      return [...paths];
+    },
     resetCalls() {
       callsByUser.clear();
+      paths.length = 0;
     },
     async close() {
       await stop();

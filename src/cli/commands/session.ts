@@ -5,6 +5,7 @@
 
 import type { Command } from 'commander';
 import { KnowledgeError } from '../../core/errors.js';
+import { userNameError } from '../../core/user-name.js';
 import type { CreateSessionRequest, CreateSessionResponse } from '../../core/wire.js';
 import type { CliContext } from '../context.js';
 import { EXIT, EXIT_FOR_CODE } from '../exit-codes.js';
@@ -49,6 +50,8 @@ Examples:
         throw new KnowledgeError('invalid_argument', `--kind must be "team" or "personal", got "${flags.kind}"`);
       }
       if (flags.kind === 'team' && flags.team === undefined) throw new KnowledgeError('invalid_argument', 'a team session needs --team ID');
+      const creatorError = userNameError('--creator', flags.creator);
+      if (creatorError !== undefined) throw new KnowledgeError('invalid_argument', creatorError);
       const token = await adminToken(flags.adminTokenFile, ctx);
       try {
         const created = await createSession(flags.server, token, {
