@@ -1,6 +1,7 @@
 // `knowledgefs mount`'s start:
 //
-//   check FUSE → clean a stale mount → session + first plan (fail fast:
+//   check FUSE → clean a stale mount (or, with --fuse-fd, check the mount
+//   a privileged step made: handed-mount.ts) → session + first plan (fail fast:
 //   control plane unreachable at start is exit 4, a supervisor restarts us)
 //   → the MountDaemon (tree, mount, control socket, "mounted …") → run
 //   until stopped.
@@ -14,8 +15,9 @@ import { resolve } from 'node:path';
 import { KnowledgeError, isKnowledgeError } from '../core/errors.js';
 import type { Plan } from '../core/plan.js';
 import { HttpControlClient } from './control-client.js';
-import { chooseFuseBinding, DEFAULT_FUSE_BINDING } from './fuse-binding.js';
+import { chooseFuseBinding, DEFAULT_FUSE_BINDING, type FuseBinding } from './fuse-binding.js';
 import { describeFuseProblems, fuseProblems } from './fuse-check.js';
+import { checkHandedMount, handedMountBinding } from './handed-mount.js';
 import type { MountDaemonIo } from './mount-daemon.js';
 import { describeMountOptions, validateMountOptions, type MountOptions } from './options.js';
 import { cleanStaleMount } from './stale-mount.js';
@@ -34,15 +36,22 @@ function startupError(err: unknown, serverUrl: string): KnowledgeError {
 /** Runs the daemon until `stop` resolves. Throws KnowledgeError for anything that prevents mounting. */
 export async function runMountDaemon(opts: MountOptions, io: MountDaemonIo, stop: Promise<unknown>): Promise<void> {
   validateMountOptions(opts);
-  const binding = chooseFuseBinding(opts.fuseBinding ?? DEFAULT_FUSE_BINDING, io.log);
-  const problems = fuseProblems(undefined, binding);
-  if (problems.length > 0) throw new KnowledgeError('config', describeFuseProblems(problems));
   const mountpoint = resolve(opts.mountpoint);
+  const choice = opts.fuseBinding ?? DEFAULT_FUSE_BINDING;
+  let binding: FuseBinding;
+  if (opts.fuseFd === undefined) {
+    binding = chooseFuseBinding(choice, io.log);
+    const problems = fuseProblems(undefined, binding);
+    if (problems.length > 0) throw new KnowledgeError('config', describeFuseProblems(problems));
+    const cleaned = await cleanStaleMount(mountpoint);
+    if (cleaned !== undefined) io.log(cleaned);
+    await mkdir(mountpoint, { recursive: true });
+  } else {
+    // Mounted already by a privileged step: no /dev/fuse, fusermount or mount point to prepare here.
+    binding = chooseFuseBinding(handedMountBinding(choice), io.log);
+    await checkHandedMount(opts.fuseFd, mountpoint, { allowOther: opts.allowOther || opts.group !== undefined, defaultPermissions: opts.group !== undefined });
+  }
   const effective: MountOptions = { ...opts, mountpoint, fuseBinding: binding };
-
-  const cleaned = await cleanStaleMount(mountpoint);
-  if (cleaned !== undefined) io.log(cleaned);
-  await mkdir(mountpoint, { recursive: true });
 
   const t0 = performance.now();
   const client = io.client ?? new HttpControlClient({ serverUrl: opts.serverUrl, token: opts.token, requestTimeoutMs: opts.requestTimeoutMs });
