@@ -292,7 +292,11 @@ export class NativeFuseSession implements FuseMount {
         this.native.replyErr(req, 0);
         return 0;
       case OP.ended:
-        if (this.unmounted === undefined) this.opts.log(`${this.mountpoint}: the kernel closed the FUSE session (the mount was detached); file operations there now fail`);
+        if (this.unmounted === undefined) {
+          // A handed-over mount is detached by its mounter first when it stops (mount-helper), then this process is signalled.
+          const by = this.opts.fuseFd === undefined ? 'the mount was detached' : 'the process that mounted it detached the mount';
+          this.opts.log(`${this.mountpoint}: the kernel closed the FUSE session (${by}); file operations there now fail`);
+        }
         this.hasEnded = true;
         this.known.clear();
         this.dirs.clear();
