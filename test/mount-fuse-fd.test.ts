@@ -30,7 +30,7 @@ function cli(args: string[], fd3?: string): Promise<{ code: number | null; stder
     const child = spawn(process.execPath, [BIN, ...args], { stdio: ['ignore', 'ignore', 'pipe', ...(fd === undefined ? [] : [fd])] });
     if (fd !== undefined) closeSync(fd);
     let stderr = '';
-    child.stderr.setEncoding('utf8').on('data', (s: string) => (stderr += s));
+    child.stderr!.setEncoding('utf8').on('data', (s: string) => (stderr += s));
     child.on('close', (code) => resolve({ code, stderr }));
   });
 }
