@@ -147,6 +147,15 @@ usersSuite('an unprivileged mount daemon (mount-helper + --fuse-fd)', () => {
       expect((await run('ls', ['-A', m.mountpoint])).stdout).toBe('');
     });
 
+    it('SIGTERM to the daemon itself: it stops without unmounting (it cannot), and the helper detaches and exits 0', async () => {
+      const m = await helperMount(['--allow-other'], ['--allow-other']);
+      process.kill(daemonPid(m), 'SIGTERM');
+      const result = await m.exited;
+      expect(result, m.stderr).toEqual({ code: 0, signal: null });
+      expect(isMounted(m.mountpoint)).toBe(false);
+      expect(m.stderr).not.toMatch(/fusermount|exit 6|did not finish/);
+    });
+
     it('the daemon dying on its own (SIGKILL) still unmounts: the helper detaches and exits with its status', async () => {
       const m = await helperMount(['--allow-other'], ['--allow-other']);
       process.kill(daemonPid(m), 'SIGKILL');
