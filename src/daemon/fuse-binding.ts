@@ -63,4 +63,3 @@ export function mountBinding(
   if (opts.fuseFd !== undefined && binding !== 'native') return Promise.reject(fuseFdNeedsNative());
   return binding === 'native' ? native.mountNativeFuse(mountpoint, fs, opts) : fuseNative.mountFuse(mountpoint, fs, opts);
 }
-
