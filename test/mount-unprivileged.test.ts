@@ -11,7 +11,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { NATIVE_ADDON_PATH } from '../src/daemon/native-fuse-adapter.js';
 import { startControlPlane, type TestControlPlane } from './helpers/control-plane.js';
 import { makeDataDir, removeDataDir, writeDataFile } from './helpers/data-dir.js';
-import { BIN, fuseSuite, isMounted, run, startMount, waitFor, type MountHandle } from './helpers/mount.js';
+import { BIN, fuseSuite, isMounted, REPO_ROOT, run, startMount, waitFor, type MountHandle } from './helpers/mount.js';
 import { runAs, testUser, usersSuite, type TestUser } from './helpers/test-users.js';
 
 const EMPTY_CAPS = '0000000000000000';
@@ -162,6 +162,36 @@ usersSuite('an unprivileged mount daemon (mount-helper + --fuse-fd)', () => {
       const result = await m.exited;
       expect(result).toEqual({ code: 128 + 9, signal: null });
       expect(isMounted(m.mountpoint)).toBe(false);
+    });
+
+    it('SIGHUP to the helper reaches the daemon (its log reopens); the helper, the daemon and the mount stay', async () => {
+      const m = await helperMount(['--allow-other'], ['--allow-other']);
+      const pid = daemonPid(m);
+      m.child.kill('SIGHUP');
+      expect(await waitFor(() => m.stderr.includes('SIGHUP: log file reopened'), 10_000), m.stderr).toBe(true);
+      expect(m.child.exitCode).toBeNull();
+      expect(daemonPid(m)).toBe(pid);
+      expect(isMounted(m.mountpoint)).toBe(true);
+      expect((await runAs(agent, 'cat', [join(m.mountpoint, 'account/DUTY.md')])).stdout).toBe('# Account\n');
+    });
+
+    it('mount-helper itself needs privilege: as an ordinary user it fails, saying so, and mounts nothing', async () => {
+      const dir = join(REPO_ROOT, 'node_modules', '.kfs-test-unprivileged-helper');
+      const r = await runAs(agent, process.execPath, [BIN, 'mount-helper', join(dir, 'knowledge'), '--user', daemonUser.name, '--', 'true']);
+      expect(r.code).toBe(2);
+      expect(r.stderr).toMatch(/cannot open \/dev\/fuse \(EACCES\): mount-helper is the privileged step|cannot mount .*knowledge/);
+      expect(isMounted(join(dir, 'knowledge'))).toBe(false);
+    });
+
+    it("a mount point someone else serves is refused and left alone", async () => {
+      const s = await cp.createSession({ kind: 'team', creator: 'alice', team: 'payments' });
+      const theirs = await startMount({ serverUrl: cp.url, token: s.token, args: ['--prefetch-content', 'off'] });
+      mounts.push(theirs);
+      const r = await run(process.execPath, [BIN, 'mount-helper', theirs.mountpoint, '--user', daemonUser.name, '--', 'true']);
+      expect(r.code).toBe(2);
+      expect(r.stderr).toContain(`${theirs.mountpoint} is already mounted`);
+      expect(isMounted(theirs.mountpoint)).toBe(true);
+      expect((await run('cat', [join(theirs.mountpoint, 'account/DUTY.md')])).stdout).toBe('# Account\n');
     });
 
     it('flags that disagree with how it was mounted are refused before serving, naming the fix', async () => {

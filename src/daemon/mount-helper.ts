@@ -10,7 +10,8 @@
 //      U:G through `setpriv` with no supplementary groups, no capabilities
 //      (inheritable, ambient, bounding set all empty) and no_new_privs; then
 //      closes its own copy, so the daemon holds the only one;
-//   3. on SIGTERM/SIGINT detaches the mount first (the agent sees the mount
+//   3. passes SIGHUP on (the daemon reopens its --log-file); on SIGTERM/SIGINT
+//      detaches the mount first (the agent sees the mount
 //      point empty, never "Transport endpoint is not connected") and passes
 //      the signal on; when the daemon exits for any reason, detaches the mount
 //      if it is still there and exits with the daemon's exit code.
@@ -45,6 +46,8 @@ export interface MountHelperOptions {
 
 export interface MountHelperIo {
   readonly log: (line: string) => void;
+  /** Calls `handler` on each `signal` until the returned function is called (SIGHUP is passed on: log reopen). */
+  readonly onSignal?: (signal: NodeJS.Signals, handler: () => void) => () => void;
 }
 
 /** The kernel options for mount(2), in the form fusermount3 passes them. */
@@ -115,21 +118,25 @@ export async function runMountHelper(o: MountHelperOptions, io: MountHelperIo, s
   if (o.command.length === 0) throw new KnowledgeError('invalid_argument', 'mount-helper: no daemon command after `--` (e.g. -- knowledgefs mount MOUNTPOINT --fuse-fd 3 --server URL --token-file FILE)');
   const setpriv = tool('setpriv', 'util-linux');
   const mount = tool('mount', 'mount');
-  const cleaned = await cleanStaleMount(o.mountpoint);
-  if (cleaned !== undefined) io.log(`mount-helper: ${cleaned}`);
-  await mkdir(o.mountpoint, { recursive: true });
-
+  // The device first: without privilege, that is the error to see.
   const fd = openFuseDevice();
   let daemon: ChildProcess;
+  let ours = false; // never detach a mount someone else made at this path
   try {
+    const cleaned = await cleanStaleMount(o.mountpoint);
+    if (cleaned !== undefined) io.log(`mount-helper: ${cleaned}`);
+    await mkdir(o.mountpoint, { recursive: true }).catch((err: NodeJS.ErrnoException) => {
+      throw new KnowledgeError('config', `mount-helper: cannot create the mount point ${o.mountpoint} (${err.code ?? err.message})`);
+    });
     const options = kernelMountOptions(o, HANDED_FUSE_FD);
     const mounted = await runTool(mount, ['-i', '-t', 'fuse.knowledgefs', '-o', options, 'knowledgefs', o.mountpoint], fd);
     if (mounted.code !== 0) throw new KnowledgeError('config', `mount-helper: cannot mount ${o.mountpoint}: ${mounted.stderr || `mount exited ${mounted.code}`}`);
+    ours = true;
     io.log(`mount-helper: mounted ${o.mountpoint} (${options}); starting the daemon as ${o.user.uid}:${o.user.gid} without capabilities`);
     daemon = spawn(setpriv, [...dropPrivilegesArgs(o.user), '--', ...o.command], { stdio: ['inherit', 'inherit', 'inherit', fd] });
   } catch (err) {
     closeSync(fd);
-    await detachMount(o.mountpoint, io.log);
+    if (ours) await detachMount(o.mountpoint, io.log);
     throw err;
   }
   // The daemon's copy is now the only one: when it exits, the kernel ends the connection.
@@ -142,12 +149,15 @@ export async function runMountHelper(o: MountHelperOptions, io: MountHelperIo, s
     });
     daemon.once('exit', (code, signal) => resolve({ code, signal }));
   });
+  // SIGHUP reopens the daemon's --log-file; here it would end the helper and leave the mount behind.
+  const stopHangup = io.onSignal?.('SIGHUP', () => daemon.kill('SIGHUP'));
   const first = await Promise.race([exited.then(() => undefined), stop.then((signal) => signal)]);
   if (first !== undefined) {
     await detachMount(o.mountpoint, io.log);
     daemon.kill(first as NodeJS.Signals);
   }
   const { code, signal } = await exited;
+  stopHangup?.();
   await detachMount(o.mountpoint, io.log);
   return exitCodeOf(code, signal);
 }

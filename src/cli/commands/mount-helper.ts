@@ -49,7 +49,7 @@ Example:
           defaultPermissions: flags.group !== undefined,
           command,
         },
-        { log: (line) => ctx.stderr.write(`${line}\n`) },
+        { log: (line) => ctx.stderr.write(`${line}\n`), onSignal: ctx.onSignal },
         ctx.stopSignal(),
       );
     });
