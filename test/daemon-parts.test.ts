@@ -104,11 +104,11 @@ describe('ContentCache', () => {
 
   it('an unwritable --cache-dir is logged once; the cache keeps working in memory', async () => {
     const dir = await tempDir();
-    await chmod(dir, 0o500);
     const logs: string[] = [];
-    const cache = new ContentCache({ maxBytes: 1000, dir: join(dir, 'sub', 'deeper'), log: (l) => logs.push(l) });
-    // root ignores mode bits: make the target a file so mkdir fails for everyone
-    await chmod(dir, 0o700);
+    const cache = new ContentCache({ maxBytes: 1000, dir: join(dir, 'sub'), log: (l) => logs.push(l) });
+    await cache.scanned;
+    // root ignores mode bits: replace the directory with a file so every write fails for everyone
+    await rm(join(dir, 'sub'), { recursive: true });
     await writeFile(join(dir, 'sub'), 'not a directory');
     for (let i = 0; i < 3; i++) {
       const b = Buffer.from(`b${i}`);

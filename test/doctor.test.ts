@@ -197,6 +197,7 @@ describe('knowledgefs doctor against a real control plane', () => {
       mountpoint: '/workspace/knowledge',
       hasFile: () => false,
       read: async () => { throw new Error('unused'); },
+      canLoad: async () => { throw new Error('unused'); },
       manifest: async () => ({ text: '', sha256: '' }),
       reminder: async () => ({ text: '', date: '2025-01-01', changed: [], deleted: [] }),
       refreshPlan: async () => {},

@@ -42,6 +42,7 @@ const backend: ReadToolBackend = {
     const bytes = Buffer.from(text);
     return { path: req.path, sha256: sha(bytes), size: bytes.length, contentBase64: bytes.toString('base64'), mounted: false };
   },
+  canLoad: () => Promise.reject(new Error('unused')),
   manifest: async () => ({ text: '# Knowledge\nmanifest body\n', sha256: sha(Buffer.from('# Knowledge\nmanifest body\n')) }),
   reminder: async () => ({ text: "Today's date is 2025-01-01.\n", date: '2025-01-01', changed: [], deleted: [] }),
   refreshPlan: async () => {},

@@ -28,6 +28,7 @@ const COMMANDS: Record<string, () => Promise<Register>> = {
   mount: async () => (await import('./commands/mount.js')).registerMount,
   'mount-helper': async () => (await import('./commands/mount-helper.js')).registerMountHelper,
   read: async () => (await import('./commands/read.js')).registerRead,
+  'can-load': async () => (await import('./commands/can-load.js')).registerCanLoad,
   manifest: async () => (await import('./commands/manifest.js')).registerManifest,
   reminder: async () => (await import('./commands/manifest.js')).registerReminder,
   doctor: async () => (await import('./commands/doctor.js')).registerDoctor,
@@ -50,6 +51,7 @@ Examples:
   knowledgefs mount-helper /workspace/knowledge --user kfs -- knowledgefs mount /workspace/knowledge --fuse-fd 3 --server ... --token-file ...
   # from the agent harness
   knowledgefs read knowledge/team_search/DUTY.md
+  knowledgefs can-load team_search --for skill          # before offering a team's skill, tool or sub-agent
   knowledgefs manifest --json
   knowledgefs mcp --socket /run/knowledgefs/control.sock     # the same, as an MCP server
   knowledgefs doctor --server http://127.0.0.1:7420 --token-file runner.token

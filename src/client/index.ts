@@ -1,8 +1,8 @@
 // The `knowledgefs` package entry: `import { KnowledgeClient } from 'knowledgefs'`.
 // Only the client library is public; the CLI, daemon and control plane are not.
 
-export { KnowledgeClient, READ_OUTPUT_CAP } from './knowledge-client.js';
-export type { KnowledgeClientOptions, ReadOptions, ReadResult, Manifest, Reminder, DaemonStatus } from './knowledge-client.js';
+export { KnowledgeClient, READ_OUTPUT_CAP, RESOURCE_KINDS } from './knowledge-client.js';
+export type { KnowledgeClientOptions, ReadOptions, ReadResult, CanLoadOptions, CanLoadResult, CanLoadAnswer, ResourceKind, Manifest, Reminder, DaemonStatus } from './knowledge-client.js';
 export {
   KnowledgeError,
   NotFoundError,

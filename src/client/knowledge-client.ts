@@ -15,11 +15,23 @@
 
 import { tmpdir } from 'node:os';
 import { defaultSocketPath } from '../core/socket-path.js';
-import { READ_OUTPUT_CAP, type DaemonStatus, type LocalReadRequest, type LocalReadResult, type ManifestResponse, type ReminderResponse } from '../core/wire.js';
+import { parseCanLoadRequest } from '../core/can-load-request.js';
+import { isKnowledgeError } from '../core/errors.js';
+import {
+  READ_OUTPUT_CAP,
+  type CanLoadAnswer,
+  type CanLoadResponse,
+  type DaemonStatus,
+  type LocalReadRequest,
+  type LocalReadResult,
+  type ManifestResponse,
+  type ReminderResponse,
+  type ResourceKind,
+} from '../core/wire.js';
 import { InvalidArgumentError } from './errors.js';
 import { DEFAULT_TIMEOUT_MS, SocketTransport } from './socket-transport.js';
 
-export { READ_OUTPUT_CAP, type DaemonStatus };
+export { READ_OUTPUT_CAP, RESOURCE_KINDS, type CanLoadAnswer, type DaemonStatus, type ResourceKind } from '../core/wire.js';
 
 export interface KnowledgeClientOptions {
   /** The mount daemon's control socket. Default: `$KNOWLEDGEFS_SOCKET`, else the path `knowledgefs mount` uses by default. */
@@ -58,6 +70,19 @@ export interface ReadResult {
   readonly nextOffset: number | null;
   /** True when this read mounted the file's team: `ls` and `grep -r` see the team from now on. */
   readonly mounted: boolean;
+}
+
+export interface CanLoadOptions {
+  /** What the harness is about to offer the model: recorded as the decision's action in the audit log. */
+  readonly for: ResourceKind;
+}
+
+export interface CanLoadResult {
+  readonly for: ResourceKind;
+  /** One per scope asked, in order; a refusal carries the read tool's code and message. */
+  readonly answers: readonly CanLoadAnswer[];
+  /** True when every scope asked is allowed. */
+  readonly allowed: boolean;
 }
 
 /** The stable prompt prefix and its sha256 (cache on it). */
@@ -129,6 +154,29 @@ export class KnowledgeClient {
       nextOffset: res.truncated ? res.offset + charCount(res.content) : null,
       mounted: res.mounted === true,
     };
+  }
+
+  /**
+   * May this session use a resource of these scopes (a skill, a team's MCP
+   * tool, a sub-agent, or knowledge)? Scopes are named as on the mount:
+   * `account`, `team_<id>`. The control plane decides, as for a read, with one
+   * membership lookup for all of them, and audits each answer; nothing is
+   * mounted or added to the read set. A refusal is an answer, not a throw:
+   * `not_found` (a personal session: exactly what a scope that does not exist
+   * gets), `denied` (a team session, with guidance) or
+   * `membership_unavailable` (fail closed). Throws InvalidArgumentError for a
+   * malformed scope or kind, UnavailableError when the control plane cannot
+   * answer, DaemonUnreachableError without a daemon.
+   */
+  async canLoad(scopes: string | readonly string[], options: CanLoadOptions): Promise<CanLoadResult> {
+    let req;
+    try {
+      req = parseCanLoadRequest({ scopes: typeof scopes === 'string' ? [scopes] : scopes, for: options?.for });
+    } catch (err) {
+      throw new InvalidArgumentError(isKnowledgeError(err) ? err.message : String(err));
+    }
+    const res = (await this.transport.call('POST', '/can-load', req)) as CanLoadResponse;
+    return { for: res.for, answers: res.answers, allowed: res.answers.every((a) => a.allowed) };
   }
 
   /** The stable prompt prefix, byte-identical to `knowledgefs manifest`. */

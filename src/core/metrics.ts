@@ -80,6 +80,7 @@ export const HTTP_ROUTES = [
   'grants',
   'batch',
   'read',
+  'can_load',
   'manifest',
   'reminder',
   'other',
@@ -90,7 +91,7 @@ export const STATUS_CLASSES = ['1xx', '2xx', '3xx', '4xx', '5xx'] as const;
 export type StatusClass = (typeof STATUS_CLASSES)[number];
 
 /** What a decision was for (the audit log's `action`). */
-export const DECISION_ACTIONS = ['plan', 'open', 'read', 'mount', 'manifest', 'reminder', 'explain'] as const;
+export const DECISION_ACTIONS = ['plan', 'open', 'read', 'mount', 'manifest', 'reminder', 'explain', 'knowledge', 'skill', 'tool', 'agent'] as const;
 export const SESSION_KINDS = ['team', 'personal'] as const;
 /** `fail_closed`: denied because the membership source failed or timed out. */
 export const DECISION_OUTCOMES = ['allow', 'deny', 'fail_closed'] as const;
@@ -202,6 +203,7 @@ export function httpRouteOf(method: string, rawPath: string, query: URLSearchPar
   if (rawPath.startsWith('/v1/grants/') && m === 'GET') return 'grants';
   if (rawPath === '/v1/batch' && m === 'POST') return 'batch';
   if (rawPath === '/v1/read' && m === 'POST') return 'read';
+  if (rawPath === '/v1/can-load' && m === 'POST') return 'can_load';
   if (rawPath === '/v1/manifest' && m === 'GET') return 'manifest';
   if (rawPath === '/v1/reminder' && m === 'GET') return 'reminder';
   return 'other';

@@ -118,6 +118,40 @@ export interface ReadResponse {
   readonly mounted: boolean;
 }
 
+/**
+ * What a harness resolves before it offers it to the model. Each belongs to
+ * a scope (the account or a team), and CanLoadScope decides for all of them
+ * alike; the kind is what the audit log records as the decision's action.
+ */
+export const RESOURCE_KINDS = ['knowledge', 'skill', 'tool', 'agent'] as const;
+export type ResourceKind = (typeof RESOURCE_KINDS)[number];
+
+/** Most scopes one can-load names; their decisions share one membership lookup. */
+export const CAN_LOAD_MAX_SCOPES = 100;
+
+export interface CanLoadRequest {
+  /** Scope names as on the mount: `account`, `team_<id>`. */
+  readonly scopes: readonly string[];
+  readonly for: ResourceKind;
+}
+
+/** Why a scope was refused, with the read tool's codes and messages. */
+export interface CanLoadRefusal {
+  /** not_found: a personal session's refusal, word for word a scope that does not exist; denied: a team session, with guidance; membership_unavailable: fail closed. */
+  readonly code: 'not_found' | 'denied' | 'membership_unavailable';
+  readonly message: string;
+}
+
+export type CanLoadAnswer =
+  | { readonly scope: string; readonly allowed: true }
+  | { readonly scope: string; readonly allowed: false; readonly error: CanLoadRefusal };
+
+export interface CanLoadResponse {
+  readonly for: ResourceKind;
+  /** One per requested scope, in the order asked. */
+  readonly answers: readonly CanLoadAnswer[];
+}
+
 export interface ManifestResponse {
   /** Guidance and the DUTY.md of each advertised and mounted scope, exactly as `knowledgefs manifest` prints it. */
   readonly text: string;

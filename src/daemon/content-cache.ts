@@ -9,11 +9,21 @@
 // in memory only. The disk side is bounded too (--cache-dir-size): an LRU
 // index of the files, filled from a scan of the directory at start (files of
 // earlier runs count) and from writes; evicted files are deleted.
+//
+// The directory may be on a shared machine, so nothing in it is trusted by
+// name (src/disk/): the directory must be ours (refused at start otherwise),
+// each fan-out subdirectory is created 0700 and checked, temp files have
+// random names and are created exclusively, and a cache file is read only
+// when it is a regular file of ours, opened without following a link or
+// blocking on a FIFO. Anything else there is a miss (logged once, removed).
 
-import { mkdir, readdir, readFile, rename, stat, unlink, writeFile } from 'node:fs/promises';
+import { lstat, readdir, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { LRUCache } from 'lru-cache';
 import { sha256Hex } from '../core/sha256.js';
+import { randomTempName, readPrivateFile, writePrivateFile } from '../disk/private-file.js';
+import { subdirectoryProblem } from '../disk/trusted-directory.js';
+import { prepareCacheDirectory } from './cache-directory.js';
 
 export interface ContentCacheOptions {
   /** Memory bound in bytes (--cache-size). */
@@ -27,6 +37,9 @@ export interface ContentCacheOptions {
 
 export const DEFAULT_CACHE_DIR_SIZE = 1024 ** 3;
 const SHA256_NAME = /^[0-9a-f]{64}$/;
+const FAN_OUT_NAME = /^[0-9a-f]{2}$/;
+/** Refusals logged (each entry once); past this many, the set starts over. */
+const MAX_LOGGED = 1000;
 
 export class ContentCache {
   private readonly memory: LRUCache<string, Buffer> | undefined;
@@ -37,13 +50,17 @@ export class ContentCache {
   /** Resolves when the start-up scan of --cache-dir has indexed what is there. */
   readonly scanned: Promise<void>;
   private diskBroken = false;
-  private tmpSeq = 0;
+  private readonly uid = process.getuid?.() ?? 0;
+  /** Fan-out subdirectories checked (value: undefined = ours, else why not). */
+  private readonly subdirs = new Map<string, string | undefined>();
+  private readonly logged = new Set<string>();
   /** Background disk writes and evictions in flight: write-through never delays a reader. */
   private readonly pendingWrites = new Set<Promise<void>>();
   private memoryBytes = 0;
 
+  /** Throws a `config` KnowledgeError when `opts.dir` is a directory another user could change. */
   constructor(opts: ContentCacheOptions) {
-    this.dir = opts.dir;
+    this.dir = opts.dir === undefined ? undefined : prepareCacheDirectory(opts.dir);
     this.log = opts.log ?? (() => undefined);
     this.onDisk = new LRUCache<string, number>({
       maxSize: Math.max(1, opts.dirMaxBytes ?? DEFAULT_CACHE_DIR_SIZE),
@@ -87,13 +104,20 @@ export class ContentCache {
     // is about to delete as corrupt (and the refetched bytes would never be written).
     await this.scanned;
     const file = this.pathFor(sha256);
-    let buf: Buffer;
-    try {
-      buf = await readFile(file);
-    } catch {
+    if ((await this.subdirFor(sha256, false)) !== undefined) {
       this.onDisk.delete(sha256);
       return undefined;
     }
+    const read = await readPrivateFile(file, this.uid);
+    if (read.kind !== 'bytes') {
+      this.onDisk.delete(sha256);
+      if (read.kind === 'refused') {
+        this.logOnce(`cache: ${file} is ${read.why}, not a file of this daemon's; removed, refetching`);
+        await unlink(file).catch(() => undefined);
+      }
+      return undefined;
+    }
+    const buf = read.bytes;
     if (sha256Hex(buf) !== sha256) {
       this.onDisk.delete(sha256);
       this.log(`cache: ${file} does not match its sha256; deleted, refetching`);
@@ -137,7 +161,8 @@ export class ContentCache {
       return; // created on first write
     }
     for (const sub of subdirs) {
-      if (!/^[0-9a-f]{2}$/.test(sub)) continue;
+      if (!FAN_OUT_NAME.test(sub)) continue;
+      if ((await this.subdirFor(sub, false)) !== undefined) continue;
       let names: string[];
       try {
         names = await readdir(join(dir, sub));
@@ -151,14 +176,43 @@ export class ContentCache {
           continue;
         }
         if (!SHA256_NAME.test(name) || this.onDisk.has(name)) continue;
-        const st = await stat(file).catch(() => undefined);
-        if (st?.isFile()) this.onDisk.set(name, st.size, { noUpdateTTL: true });
+        // lstat: a link is not indexed (reading it back would refuse it anyway).
+        const st = await lstat(file).catch(() => undefined);
+        if (st?.isFile() && st.uid === this.uid) this.onDisk.set(name, st.size, { noUpdateTTL: true });
       }
     }
   }
 
   pathFor(sha256: string): string {
     return join(this.dir ?? '', sha256.slice(0, 2), sha256);
+  }
+
+  /**
+   * Undefined when the fan-out subdirectory of `sha256` (or the name `sub`)
+   * is ours, else why not (logged once). `create`: make it when missing.
+   */
+  private async subdirFor(shaOrSub: string, create: boolean): Promise<string | undefined> {
+    const sub = shaOrSub.slice(0, 2);
+    if (this.subdirs.has(sub)) return this.subdirs.get(sub);
+    const path = join(this.dir ?? '', sub);
+    let problem: string | undefined;
+    try {
+      problem = await subdirectoryProblem(path, this.uid, create);
+    } catch (err) {
+      // Missing (not made yet) or not creatable now (a full disk): not remembered, tried again next time.
+      if (create) throw err;
+      return `${path}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`;
+    }
+    if (problem !== undefined) this.logOnce(`cache: not using ${path}: ${problem} (remove it; the cache makes its own, mode 0700)`);
+    this.subdirs.set(sub, problem);
+    return problem;
+  }
+
+  private logOnce(line: string): void {
+    if (this.logged.has(line)) return;
+    if (this.logged.size >= MAX_LOGGED) this.logged.clear();
+    this.logged.add(line);
+    this.log(line);
   }
 
   private remember(sha256: string, buf: Buffer): void {
@@ -168,20 +222,24 @@ export class ContentCache {
 
   private async writeDisk(sha256: string, buf: Buffer): Promise<void> {
     const file = this.pathFor(sha256);
-    const tmp = `${file}.${process.pid}-${++this.tmpSeq}.tmp`;
     // The start-up scan deletes stray temp files: a write racing it would lose its own.
     await this.scanned;
     try {
-      // Write first, create the fan-out directory only when it is missing: one syscall less per file.
-      await writeFile(tmp, buf, { mode: 0o600 }).catch(async (err: unknown) => {
+      // Checked once per fan-out directory (then remembered): one lstat per 256 files at most.
+      const problem = await this.subdirFor(sha256, true);
+      if (problem !== undefined) {
+        this.onDisk.delete(sha256);
+        return;
+      }
+      await writePrivateFile(randomTempName(file), file, buf).catch(async (err: unknown) => {
+        // The fan-out directory was removed since it was checked (the operator emptied the cache): once more.
         if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
-        await mkdir(join(this.dir ?? '', sha256.slice(0, 2)), { recursive: true, mode: 0o700 });
-        await writeFile(tmp, buf, { mode: 0o600 });
+        this.subdirs.delete(sha256.slice(0, 2));
+        if ((await this.subdirFor(sha256, true)) !== undefined) throw err;
+        await writePrivateFile(randomTempName(file), file, buf);
       });
-      await rename(tmp, file);
     } catch (err) {
       this.onDisk.delete(sha256);
-      await unlink(tmp).catch(() => undefined);
       if (!this.diskBroken) {
         this.diskBroken = true;
         this.log(`cache: cannot write to --cache-dir ${this.dir} (${err instanceof Error ? err.message : String(err)}); caching in memory only`);

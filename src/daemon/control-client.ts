@@ -44,8 +44,10 @@ import {
   type ReadResponse,
   type ReminderResponse,
   type SessionView,
+  type CanLoadRequest,
+  type CanLoadResponse,
 } from '../core/wire.js';
-import { checkGrant, checkManifest, checkPlan, checkPlanChanges, checkReadResponse, checkReminder, checkSession } from './wire-check.js';
+import { checkCanLoadResponse, checkGrant, checkManifest, checkPlan, checkPlanChanges, checkReadResponse, checkReminder, checkSession } from './wire-check.js';
 
 export interface FileBody {
   readonly body: Buffer;
@@ -84,6 +86,8 @@ export interface ControlClient {
    */
   batch?(scope: string, paths: readonly string[], opts: BatchOptions): AsyncIterable<BatchItem>;
   read(req: ReadRequest): Promise<ReadResponse>;
+  /** CanLoadScope for a harness's skills, tools and sub-agents; refusals are answers. */
+  canLoad(req: CanLoadRequest): Promise<CanLoadResponse>;
   manifest(): Promise<ManifestResponse>;
   reminder(): Promise<ReminderResponse>;
   close(): Promise<void>;
@@ -371,6 +375,17 @@ export class HttpControlClient implements ControlClient {
       headers: { 'content-type': 'application/json' },
     });
     return checkReadResponse(this.json(reply));
+  }
+
+  /** CanLoadScope for a harness's resources: one answer per scope, refusals included (they are answers, not errors). */
+  async canLoad(req: CanLoadRequest): Promise<CanLoadResponse> {
+    const reply = await this.call('/v1/can-load', {
+      method: 'POST',
+      replayable: true,
+      body: JSON.stringify(req),
+      headers: { 'content-type': 'application/json' },
+    });
+    return checkCanLoadResponse(this.json(reply), req);
   }
 
   async manifest(): Promise<ManifestResponse> {

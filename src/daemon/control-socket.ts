@@ -28,6 +28,8 @@ import { noSuchFileMessage, resolveKnowledgePath } from '../core/knowledge-path.
 import {
   HTTP_STATUS,
   READ_OUTPUT_CAP,
+  type CanLoadRequest,
+  type CanLoadResponse,
   type DaemonStatus,
   type LocalReadRequest,
   type LocalReadResult,
@@ -37,11 +39,13 @@ import {
   type ReminderResponse,
 } from '../core/wire.js';
 import { prepareSocketDirectory, withSocketUmask } from './socket-directory.js';
+import { parseCanLoadRequest } from '../core/can-load-request.js';
 
 export interface ReadToolBackend {
   readonly mountpoint: string;
   hasFile(scopePath: string): boolean;
   read(req: ReadRequest): Promise<ReadResponse>; // throws KnowledgeError(not_found | denied | membership_unavailable | unavailable | integrity) with the server's message
+  canLoad(req: CanLoadRequest): Promise<CanLoadResponse>; // refusals are answers; throws only when the control plane gives none
   manifest(): Promise<ManifestResponse>;
   reminder(): Promise<ReminderResponse>;
   refreshPlan(): Promise<void>;
@@ -159,6 +163,8 @@ export async function handleControlRequest(
     switch (route) {
       case 'POST /read':
         return { status: 200, body: await localRead(backend, parseReadRequest(body), log) };
+      case 'POST /can-load':
+        return { status: 200, body: { ok: true, ...(await backend.canLoad(parseCanLoadRequest(body))) } };
       case 'GET /manifest':
         return { status: 200, body: { ok: true, ...(await backend.manifest()) } };
       case 'GET /reminder':

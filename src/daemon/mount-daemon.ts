@@ -224,6 +224,7 @@ export class MountDaemon {
       mountpoint: this.opts.mountpoint,
       hasFile: (scopePath) => this.tree.fileByScopePath(scopePath) !== undefined,
       read: (req) => this.client.read(req),
+      canLoad: (req) => this.client.canLoad(req),
       manifest: () => this.client.manifest(),
       reminder: () => this.client.reminder(),
       refreshPlan: () => this.refreshPlan(),

@@ -14,6 +14,7 @@ import { mkdir } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { KnowledgeError, isKnowledgeError } from '../core/errors.js';
 import type { Plan } from '../core/plan.js';
+import { prepareCacheDirectory } from './cache-directory.js';
 import { HttpControlClient } from './control-client.js';
 import { chooseFuseBinding, DEFAULT_FUSE_BINDING, type FuseBinding } from './fuse-binding.js';
 import { describeFuseProblems, fuseProblems } from './fuse-check.js';
@@ -36,6 +37,8 @@ function startupError(err: unknown, serverUrl: string): KnowledgeError {
 /** Runs the daemon until `stop` resolves. Throws KnowledgeError for anything that prevents mounting. */
 export async function runMountDaemon(opts: MountOptions, io: MountDaemonIo, stop: Promise<unknown>): Promise<void> {
   validateMountOptions(opts);
+  // Before anything else: a --cache-dir another user could change is refused without contacting the server.
+  if (opts.cacheDir !== undefined) prepareCacheDirectory(opts.cacheDir);
   const mountpoint = resolve(opts.mountpoint);
   const choice = opts.fuseBinding ?? DEFAULT_FUSE_BINDING;
   let binding: FuseBinding;

@@ -6,7 +6,7 @@ import { KnowledgeError } from '../core/errors.js';
 import { packPathProblem } from '../core/paths.js';
 import { planVersion, scopeVersion, type Plan, type PlanChanges, type PlanFile, type ScopeSnapshot, type UnchangedScope } from '../core/plan.js';
 import { parseScope } from '../core/scope.js';
-import type { GrantResponse, ManifestResponse, ReadResponse, ReminderResponse, SessionView } from '../core/wire.js';
+import type { CanLoadAnswer, CanLoadRefusal, CanLoadRequest, CanLoadResponse, GrantResponse, ManifestResponse, ReadResponse, ReminderResponse, SessionView } from '../core/wire.js';
 
 const SHA256 = /^[0-9a-f]{64}$/;
 
@@ -109,6 +109,22 @@ export function checkReadResponse(v: unknown): ReadResponse {
   if (typeof path !== 'string' || typeof sha256 !== 'string' || !SHA256.test(sha256) || !isCount(size)) bad('read response');
   if (typeof contentBase64 !== 'string' || typeof mounted !== 'boolean') bad('read response');
   return { path, sha256, size, contentBase64, mounted };
+}
+
+const REFUSAL_CODES: readonly string[] = ['not_found', 'denied', 'membership_unavailable'];
+
+/** One answer per scope asked, in order: an answer about another scope, or a missing one, is garbage. */
+export function checkCanLoadResponse(v: unknown, req: CanLoadRequest): CanLoadResponse {
+  if (!isObject(v) || v.for !== req.for || !Array.isArray(v.answers) || v.answers.length !== req.scopes.length) bad('can-load answer');
+  const answers = v.answers.map((a: unknown, i): CanLoadAnswer => {
+    if (!isObject(a) || a.scope !== req.scopes[i]) bad('can-load answer');
+    const scope = req.scopes[i] as string;
+    if (a.allowed === true) return { scope, allowed: true };
+    const error = a.error;
+    if (a.allowed !== false || !isObject(error) || typeof error.code !== 'string' || !REFUSAL_CODES.includes(error.code) || typeof error.message !== 'string') bad('can-load answer');
+    return { scope, allowed: false, error: { code: error.code as CanLoadRefusal['code'], message: error.message } };
+  });
+  return { for: req.for, answers };
 }
 
 export function checkManifest(v: unknown): ManifestResponse {

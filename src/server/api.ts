@@ -65,8 +65,13 @@ function headersFor(code: ErrorCode): Record<string, string> {
 }
 
 /** The one answer for "no such file" — also a personal session's denial. */
+/** The one missing-file message: a personal session's hidden denial says exactly this too. */
+export function notFoundMessage(what: string): string {
+  return `no such file: ${what}`;
+}
+
 export function notFound(what: string): ApiResponse {
-  return errorResponse('not_found', `no such file: ${what}`);
+  return errorResponse('not_found', notFoundMessage(what));
 }
 
 export function empty(status: number, headers: Record<string, string> = {}): ApiResponse {

@@ -11,12 +11,15 @@
 import { createWriteStream, mkdirSync, type WriteStream } from 'node:fs';
 import { dirname } from 'node:path';
 import type { Decision, MembershipAnswer } from '../core/policy.js';
+import type { ResourceKind } from '../core/wire.js';
 
 /**
  * plan|open|read|mount from DESIGN.md; manifest|reminder check what those
- * routes advertise; explain is an operator asking why (GET /v1/admin/explain).
+ * routes advertise; explain is an operator asking why (GET /v1/admin/explain);
+ * knowledge|skill|tool|agent is a harness asking before it offers a
+ * resource of that kind (POST /v1/can-load).
  */
-export type AuditAction = 'plan' | 'open' | 'read' | 'mount' | 'manifest' | 'reminder' | 'explain';
+export type AuditAction = 'plan' | 'open' | 'read' | 'mount' | 'manifest' | 'reminder' | 'explain' | ResourceKind;
 
 export interface AuditRecord {
   readonly time: string;

@@ -8,12 +8,25 @@
 // enters the cache and again when it is read back from disk: a mismatch is
 // never served (fetched: an integrity error; on disk: the file is dropped and
 // the blob fetched again). Concurrent misses for one blob share one fetch.
+//
+// The disk directory is checked like the control socket's (src/disk/): it
+// must be ours, or the server does not start; temp files have random names,
+// created exclusively without following a link; a file is read back only
+// when it is a regular file of ours, opened without blocking on a FIFO.
 
-import { mkdirSync, readdirSync, statSync } from 'node:fs';
-import { readFile, rename, unlink, writeFile } from 'node:fs/promises';
+import { lstatSync, readdirSync } from 'node:fs';
+import { unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { LRUCache } from 'lru-cache';
 import { isSha256, sha256Hex } from '../core/sha256.js';
+import { randomTempName, readPrivateFile, writePrivateFile } from '../disk/private-file.js';
+import { prepareTrustedDirectory, type DirectoryUse } from '../disk/trusted-directory.js';
+
+const BLOB_CACHE_DIRECTORY: DirectoryUse = {
+  what: 'blob cache directory (--blob-cache-dir)',
+  risk: 'another local user could plant links or FIFOs there and make the server overwrite any file, or hang',
+  fix: 'Remove the directory (it is created again with mode 0700), or choose a --blob-cache-dir only you (or root) can write',
+};
 
 export interface BlobCacheOptions {
   /** Bytes kept in memory. Blobs larger than this are never kept in memory. */
@@ -33,12 +46,18 @@ export class BlobCache {
   private readonly memory: LRUCache<string, Buffer>;
   private readonly disk: LRUCache<string, number> | null;
   private readonly inflight = new Map<string, Promise<Buffer>>();
+  private readonly uid = process.getuid?.() ?? 0;
+  /** `options.diskDir`, absolute and checked. */
+  private readonly diskDir: string | undefined;
+  private readonly refusedLogged = new Set<string>();
   /** Memory lookups that found the blob, and those that did not (metrics). */
   hits = 0;
   misses = 0;
 
+  /** Throws a `config` KnowledgeError when `options.diskDir` is a directory another user could change. */
   constructor(private readonly options: BlobCacheOptions) {
-    const diskDir = options.diskDir;
+    const diskDir = options.diskDir === undefined ? undefined : prepareTrustedDirectory(options.diskDir, this.uid, BLOB_CACHE_DIRECTORY);
+    this.diskDir = diskDir;
     this.disk =
       diskDir === undefined
         ? null
@@ -59,26 +78,22 @@ export class BlobCache {
     if (diskDir !== undefined) this.adoptDisk(diskDir);
   }
 
-  /** Files left by an earlier run are reused (verified when read, like any other). */
+  /** Files left by an earlier run are reused (verified when read, like any other): our regular files only, never a link. */
   private adoptDisk(dir: string): void {
-    mkdirSync(dir, { recursive: true, mode: 0o700 });
     for (const name of readdirSync(dir)) {
       if (!isSha256(name)) continue;
-      const size = statSync(join(dir, name), { throwIfNoEntry: false })?.size;
-      if (size !== undefined) this.disk?.set(name, size);
+      const st = lstatSync(join(dir, name), { throwIfNoEntry: false });
+      if (st?.isFile() && st.uid === this.uid) this.disk?.set(name, st.size);
     }
   }
 
   private spill(sha: string, bytes: Buffer): void {
-    const dir = this.options.diskDir;
+    const dir = this.diskDir;
     if (dir === undefined || this.disk === null || this.disk.has(sha)) return;
-    const tmp = join(dir, `.${sha}.${process.pid}.tmp`);
-    void writeFile(tmp, bytes, { mode: 0o600 })
-      .then(() => rename(tmp, join(dir, sha)))
+    void writePrivateFile(randomTempName(join(dir, `.${sha}`)), join(dir, sha), bytes)
       .then(
         () => this.disk?.set(sha, bytes.length),
         (err: unknown) => {
-          void unlink(tmp).catch(() => undefined);
           this.options.log(`blob cache: cannot write ${dir}: ${err instanceof Error ? err.message : String(err)} (the blob stays uncached)`);
         },
       );
@@ -123,15 +138,20 @@ export class BlobCache {
   }
 
   private async readDisk(sha: string): Promise<Buffer | null> {
-    const dir = this.options.diskDir;
+    const dir = this.diskDir;
     if (dir === undefined || this.disk?.get(sha) === undefined) return null;
-    let bytes: Buffer;
-    try {
-      bytes = await readFile(join(dir, sha));
-    } catch {
-      this.disk.delete(sha);
+    const file = join(dir, sha);
+    const read = await readPrivateFile(file, this.uid);
+    if (read.kind !== 'bytes') {
+      this.disk.delete(sha); // deletes the file too, when it is there
+      if (read.kind === 'refused' && !this.refusedLogged.has(file)) {
+        if (this.refusedLogged.size >= 1000) this.refusedLogged.clear();
+        this.refusedLogged.add(file);
+        this.options.log(`blob cache: ${file} is ${read.why}, not a file of this server's; removed, fetching the blob again`);
+      }
       return null;
     }
+    const bytes = read.bytes;
     const actual = sha256Hex(bytes);
     if (actual === sha) return bytes;
     this.options.log(String(this.options.corrupt(sha, actual, 'disk').message));

@@ -5,7 +5,8 @@ import { KnowledgeError } from '../core/errors.js';
 import { CONTROL_PLANE_METRICS, decisionOutcome, type MetricsExposition, type MetricsRecorder } from '../core/metrics.js';
 import { createScopeEvaluator, type Decision, type SessionIdentity } from '../core/policy.js';
 import { ACCOUNT_SCOPE, teamScope, type ScopeName } from '../core/scope.js';
-import { notFound, errorResponse, type ApiResponse } from './api.js';
+import type { CanLoadRefusal, ResourceKind } from '../core/wire.js';
+import { notFoundMessage, errorResponse, type ApiResponse } from './api.js';
 import { toAuditRecord, type AuditAction, type AuditSink } from './audit-log.js';
 import type { DirectoryView } from './pack-source.js';
 import { teamDenialMessage } from './guidance.js';
@@ -65,19 +66,25 @@ export function audit(ctx: RouteContext, session: SessionRecord, action: AuditAc
 }
 
 /**
- * The answer to a denied request for `what` (a file path or a scope):
- * membership failure → 503; team session → 403 with guidance; personal
- * session → exactly the missing-file answer.
+ * Why a denied request for `what` (a file path or a scope) is refused:
+ * membership failure → membership_unavailable (fail closed); team session →
+ * denied, with guidance; personal session → exactly the missing-file answer.
  */
-export function denialResponse(session: SessionRecord, decision: Decision, what: string): ApiResponse {
+export function denialOf(session: SessionRecord, decision: Decision, what: string, kind: ResourceKind = 'knowledge'): CanLoadRefusal {
   if (decision.rule === 'membership-unavailable') {
-    return errorResponse(
-      'membership_unavailable',
-      `cannot decide whether this session may load ${decision.scope}: the membership source is unavailable; try again later`,
-    );
+    return {
+      code: 'membership_unavailable',
+      message: `cannot decide whether this session may load ${decision.scope}: the membership source is unavailable; try again later`,
+    };
   }
-  if (session.kind === 'team') return errorResponse('denied', teamDenialMessage(session.team, decision.scope));
-  return notFound(what);
+  if (session.kind === 'team') return { code: 'denied', message: teamDenialMessage(session.team, decision.scope, kind) };
+  return { code: 'not_found', message: notFoundMessage(what) };
+}
+
+/** The HTTP answer to a denied request for `what`: 503, 403 or exactly the missing-file 404 (denialOf). */
+export function denialResponse(session: SessionRecord, decision: Decision, what: string): ApiResponse {
+  const { code, message } = denialOf(session, decision, what);
+  return errorResponse(code, message);
 }
 
 export function assertNever(x: never): never {

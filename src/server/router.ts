@@ -12,6 +12,7 @@ import { errorResponse, fromError, jsonResponse, type ApiRequest, type ApiRespon
 import type { RouteContext } from './context.js';
 import { createSessionRoute, revokeSessionRoute } from './admin-routes.js';
 import { batchRoute } from './batch-route.js';
+import { canLoadRoute } from './can-load-route.js';
 import { explainRoute } from './explain-route.js';
 import { planRoute } from './plan-route.js';
 import { filesRoute, grantsRoute, manifestRoute, readRoute, reminderRoute, sessionView } from './runner-routes.js';
@@ -81,6 +82,7 @@ export function createRouter(ctx: RouteContext): Handler {
     if (method === 'GET' && rawPath.startsWith('/v1/grants/')) return grantsRoute(ctx, session, rawPath.slice('/v1/grants/'.length));
     if (method === 'POST' && rawPath === '/v1/batch') return batchRoute(ctx, session, req);
     if (method === 'POST' && rawPath === '/v1/read') return readRoute(ctx, session, req);
+    if (method === 'POST' && rawPath === '/v1/can-load') return canLoadRoute(ctx, session, req);
     if (method === 'GET' && rawPath === '/v1/manifest') return manifestRoute(ctx, session);
     if (method === 'GET' && rawPath === '/v1/reminder') return reminderRoute(ctx, session, req);
     return errorResponse('not_found', `no route ${method} ${rawPath}`);

@@ -7,7 +7,7 @@ import { createHash } from 'node:crypto';
 import { KnowledgeError } from '../../src/core/errors.js';
 import { buildPlan, snapshotScope, type Plan, type PlanFile } from '../../src/core/plan.js';
 import type { ControlClient, FileBody, PlanRequest } from '../../src/daemon/control-client.js';
-import type { ManifestResponse, ReadRequest, ReadResponse, ReminderResponse, SessionView } from '../../src/core/wire.js';
+import type { CanLoadRequest, CanLoadResponse, ManifestResponse, ReadRequest, ReadResponse, ReminderResponse, SessionView } from '../../src/core/wire.js';
 
 export const sha256 = (b: Buffer | string) => createHash('sha256').update(b).digest('hex');
 
@@ -113,6 +113,10 @@ export class FakeControlClient implements ControlClient {
   }
 
   async read(_req: ReadRequest): Promise<ReadResponse> {
+    throw new KnowledgeError('internal', 'not used');
+  }
+
+  async canLoad(_req: CanLoadRequest): Promise<CanLoadResponse> {
     throw new KnowledgeError('internal', 'not used');
   }
 

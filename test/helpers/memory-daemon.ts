@@ -14,7 +14,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { KnowledgeError } from '../../src/core/errors.js';
-import type { ReadRequest, ReadResponse, ReminderResponse } from '../../src/core/wire.js';
+import type { CanLoadRequest, CanLoadResponse, ReadRequest, ReadResponse, ReminderResponse } from '../../src/core/wire.js';
 import { startControlSocket, type ReadToolBackend } from '../../src/daemon/control-socket.js';
 
 export const MEMORY_MOUNTPOINT = '/runner/knowledge';
@@ -46,6 +46,18 @@ export class MemoryBackend implements ReadToolBackend {
   }
 
   hasFile(p: string) { return this.tree.has(p); }
+  async canLoad(req: CanLoadRequest): Promise<CanLoadResponse> {
+    this.calls.push(`can-load ${req.scopes.join(',')} for=${req.for}`);
+    if (this.down) throw this.down;
+    return {
+      for: req.for,
+      answers: req.scopes.map((scope) => {
+        if (this.denied.has(scope)) return { scope, allowed: false, error: { code: 'denied', message: `this session belongs to team "payments" and cannot use team "${scope.slice(5)}"'s tools` } };
+        if (this.hidden.has(scope)) return { scope, allowed: false, error: { code: 'not_found', message: `no such scope: ${scope}` } };
+        return { scope, allowed: true };
+      }),
+    };
+  }
   async read(req: ReadRequest): Promise<ReadResponse> {
     this.calls.push(`read ${req.path} mount=${req.mount}`);
     if (this.down) throw this.down;

@@ -23,6 +23,7 @@ const backend: ReadToolBackend = {
   mountpoint: '/runner/knowledge',
   hasFile: () => false,
   read: () => Promise.reject(new Error('unused')),
+  canLoad: () => Promise.reject(new Error('unused')),
   manifest: async () => ({ text: 'REAL MANIFEST\n', sha256: 'x' }),
   reminder: async () => ({ text: '', date: '2025-01-01', changed: [], deleted: [] }),
   refreshPlan: async () => undefined,
