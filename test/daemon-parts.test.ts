@@ -208,7 +208,7 @@ describe('FUSE availability', () => {
 
   it('parses /proc/mounts, octal escapes included', () => {
     const entries = parseMounts('knowledgefs /tmp/a\\040b/knowledge fuse.knowledgefs rw 0 0\nproc /proc proc rw 0 0\n');
-    expect(entries[0]).toEqual({ source: 'knowledgefs', target: '/tmp/a b/knowledge', fstype: 'fuse.knowledgefs' });
+    expect(entries[0]).toEqual({ source: 'knowledgefs', target: '/tmp/a b/knowledge', fstype: 'fuse.knowledgefs', options: ['rw'] });
     expect(entries).toHaveLength(2);
   });
 });

@@ -24,7 +24,7 @@
 // the list must follow the code.
 
 import { spawn } from 'node:child_process';
-import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, cpSync, existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
@@ -150,6 +150,8 @@ async function main() {
 
   const started = Date.now();
   const dir = mkdtempSync(join(tmpdir(), 'kfs-mutations-'));
+  // Some tests run the CLI from this copy as other (test) users: they must reach it, as they reach the work tree.
+  chmodSync(dir, 0o755);
   const cleanup = () => {
     if (!opts.keep) rmSync(dir, { recursive: true, force: true });
   };

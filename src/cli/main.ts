@@ -26,6 +26,7 @@ const COMMANDS: Record<string, () => Promise<Register>> = {
   serve: async () => (await import('./commands/serve.js')).registerServe,
   session: async () => (await import('./commands/session.js')).registerSession,
   mount: async () => (await import('./commands/mount.js')).registerMount,
+  'mount-helper': async () => (await import('./commands/mount-helper.js')).registerMountHelper,
   read: async () => (await import('./commands/read.js')).registerRead,
   'can-load': async () => (await import('./commands/can-load.js')).registerCanLoad,
   manifest: async () => (await import('./commands/manifest.js')).registerManifest,
@@ -46,6 +47,8 @@ Examples:
       --kind personal --creator alice --team payments
   # at runner start: mount knowledge/ for that session
   KNOWLEDGEFS_TOKEN=kfs_... knowledgefs mount /workspace/knowledge --server http://127.0.0.1:7420
+  # the same with the daemon unprivileged: root mounts, user kfs serves (no capabilities)
+  knowledgefs mount-helper /workspace/knowledge --user kfs -- knowledgefs mount /workspace/knowledge --fuse-fd 3 --server ... --token-file ...
   # from the agent harness
   knowledgefs read knowledge/team_search/DUTY.md
   knowledgefs can-load team_search --for skill          # before offering a team's skill, tool or sub-agent

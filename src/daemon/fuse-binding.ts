@@ -13,6 +13,7 @@ import { KnowledgeError } from '../core/errors.js';
 import type { KnowledgeFilesystem } from './filesystem.js';
 import * as fuseNative from './fuse-adapter.js';
 import type { FuseMount } from './fuse-adapter.js';
+import { fuseFdNeedsNative } from './handed-mount.js';
 import * as native from './native-fuse-adapter.js';
 
 export const FUSE_BINDINGS = ['auto', 'native', 'fuse-native'] as const;
@@ -59,5 +60,6 @@ export function mountBinding(
   fs: KnowledgeFilesystem,
   opts: native.NativeMountOptions,
 ): Promise<FuseMount> {
+  if (opts.fuseFd !== undefined && binding !== 'native') return Promise.reject(fuseFdNeedsNative());
   return binding === 'native' ? native.mountNativeFuse(mountpoint, fs, opts) : fuseNative.mountFuse(mountpoint, fs, opts);
 }

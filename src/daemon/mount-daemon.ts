@@ -167,6 +167,7 @@ export class MountDaemon {
       tree: () => this.tree,
       log: this.io.log,
       meter: this.meter,
+      fuseFd: this.opts.fuseFd,
     });
     try {
       this.socket = await startControlSocket(this.opts.socketPath, this.backend(), this.io.log);

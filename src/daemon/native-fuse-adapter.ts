@@ -35,6 +35,7 @@ import { parentPath, ROOT_INO, type DirNode, type NodeStat, type Tree, type Tree
 import { ErrnoMapper } from './errno.js';
 import type { KnowledgeFilesystem } from './filesystem.js';
 import type { FuseMount, FuseMountOptions } from './fuse-adapter.js';
+import { devFdPath } from './handed-mount.js';
 import { mountEntry } from './stale-mount.js';
 
 const E = constants.errno;
@@ -135,6 +136,8 @@ function childPath(dir: string, name: string): string {
 export interface NativeMountOptions extends FuseMountOptions {
   /** The tree the core serves from, read at every request. */
   readonly tree: () => Tree;
+  /** Serve this already-mounted /dev/fuse descriptor (handed-mount.ts) instead of mounting. */
+  readonly fuseFd?: number | undefined;
 }
 
 export class NativeFuseSession implements FuseMount {
@@ -165,8 +168,10 @@ export class NativeFuseSession implements FuseMount {
     const options = ['fsname=knowledgefs', 'subtype=knowledgefs'];
     if (this.opts.allowOther === true) options.push('allow_other');
     if (this.opts.defaultPermissions === true) options.push('default_permissions');
+    // A handed-over descriptor: libfuse serves `/dev/fd/N` as it is (the kernel options were the mounter's).
+    const target = this.opts.fuseFd === undefined ? mountpoint : devFdPath(this.opts.fuseFd);
     try {
-      this.native.mount(mountpoint, options.join(','), (op, req, ino, fh, a, b, extra) => this.dispatch(op, req, ino, fh, a, b, extra));
+      this.native.mount(target, options.join(','), (op, req, ino, fh, a, b, extra) => this.dispatch(op, req, ino, fh, a, b, extra));
     } catch (err) {
       throw new KnowledgeError('config', `cannot mount ${mountpoint}: ${err instanceof Error ? err.message : String(err)}`);
     }
@@ -190,6 +195,7 @@ export class NativeFuseSession implements FuseMount {
   }
 
   private async detach(): Promise<void> {
+    if (this.opts.fuseFd !== undefined) return this.release();
     // Detached underneath us (fusermount -uz, a container runtime): said once, and nothing left to wait for
     // once the kernel has closed the session (it may not have told us yet).
     if (this.hasEnded || (await mountEntry(this.mountpoint)) === undefined) {
@@ -207,6 +213,20 @@ export class NativeFuseSession implements FuseMount {
     });
     await Promise.race([this.ended, gaveUp]);
     clearTimeout(timer);
+  }
+
+  /**
+   * Stop serving a mount this process did not make. It cannot unmount (no
+   * privilege, and libfuse's unmount of a `/dev/fd/N` session does nothing):
+   * the descriptor closes when the process exits, and whoever mounted
+   * detaches the mount point (mount-helper does, once this process exits).
+   */
+  private release(): Promise<void> {
+    if (!this.hasEnded) {
+      this.native.unmount(); // ends the session loop at its next request
+      this.native.unref();
+    }
+    return Promise.resolve();
   }
 
   private dispatch(op: number, req: number, ino: number, fh: number, a: number, b: number, extra: string | Float64Array | undefined): void {
@@ -272,7 +292,11 @@ export class NativeFuseSession implements FuseMount {
         this.native.replyErr(req, 0);
         return 0;
       case OP.ended:
-        if (this.unmounted === undefined) this.opts.log(`${this.mountpoint}: the kernel closed the FUSE session (the mount was detached); file operations there now fail`);
+        if (this.unmounted === undefined) {
+          // A handed-over mount is detached by its mounter first when it stops (mount-helper), then this process is signalled.
+          const by = this.opts.fuseFd === undefined ? 'the mount was detached' : 'the process that mounted it detached the mount';
+          this.opts.log(`${this.mountpoint}: the kernel closed the FUSE session (${by}); file operations there now fail`);
+        }
         this.hasEnded = true;
         this.known.clear();
         this.dirs.clear();

@@ -61,6 +61,14 @@ export interface MountOptions {
   readonly metricsListen?: ListenAddress | undefined;
   /** --fuse-binding (default auto): which FUSE binding mounts (fuse-binding.ts). */
   readonly fuseBinding?: FuseBindingChoice;
+  /**
+   * --fuse-fd N (default none): a privileged step (`knowledgefs mount-helper`)
+   * already mounted `mountpoint` and handed this process the open /dev/fuse
+   * descriptor N; the daemon serves it and mounts nothing itself, so it needs
+   * neither CAP_SYS_ADMIN nor /dev/fuse (handed-mount.ts). Native binding only;
+   * --allow-other and --group must match how it was mounted.
+   */
+  readonly fuseFd?: number | undefined;
 }
 
 export const MOUNT_DEFAULTS = {
@@ -101,5 +109,6 @@ export function describeMountOptions(o: MountOptions): string {
     `socket ${o.socketPath}`,
     ...(o.metricsListen !== undefined ? [`metrics-listen ${o.metricsListen.host}:${o.metricsListen.port}`] : []),
     `fuse-binding ${o.fuseBinding ?? 'auto'}`,
+    ...(o.fuseFd !== undefined ? [`fuse-fd ${o.fuseFd} (mounted by another process)`] : []),
   ].join(', ');
 }

@@ -1,6 +1,7 @@
 // `knowledgefs mount`'s start:
 //
-//   check FUSE → clean a stale mount → session + first plan (fail fast:
+//   check FUSE → clean a stale mount (or, with --fuse-fd, check the mount
+//   a privileged step made: handed-mount.ts) → session + first plan (fail fast:
 //   control plane unreachable at start is exit 4, a supervisor restarts us)
 //   → the MountDaemon (tree, mount, control socket, "mounted …") → run
 //   until stopped.
@@ -15,8 +16,9 @@ import { KnowledgeError, isKnowledgeError } from '../core/errors.js';
 import type { Plan } from '../core/plan.js';
 import { prepareCacheDirectory } from './cache-directory.js';
 import { HttpControlClient } from './http-control-client.js';
-import { chooseFuseBinding, DEFAULT_FUSE_BINDING } from './fuse-binding.js';
+import { chooseFuseBinding, DEFAULT_FUSE_BINDING, type FuseBinding } from './fuse-binding.js';
 import { describeFuseProblems, fuseProblems } from './fuse-check.js';
+import { checkHandedMount, handedMountBinding } from './handed-mount.js';
 import type { MountDaemonIo } from './mount-daemon.js';
 import { describeMountOptions, validateMountOptions, type MountOptions } from './options.js';
 import { cleanStaleMount } from './stale-mount.js';
@@ -37,15 +39,22 @@ export async function runMountDaemon(opts: MountOptions, io: MountDaemonIo, stop
   validateMountOptions(opts);
   // Before anything else: a --cache-dir another user could change is refused without contacting the server.
   if (opts.cacheDir !== undefined) prepareCacheDirectory(opts.cacheDir);
-  const binding = chooseFuseBinding(opts.fuseBinding ?? DEFAULT_FUSE_BINDING, io.log);
-  const problems = fuseProblems(undefined, binding);
-  if (problems.length > 0) throw new KnowledgeError('config', describeFuseProblems(problems));
   const mountpoint = resolve(opts.mountpoint);
+  const choice = opts.fuseBinding ?? DEFAULT_FUSE_BINDING;
+  let binding: FuseBinding;
+  if (opts.fuseFd === undefined) {
+    binding = chooseFuseBinding(choice, io.log);
+    const problems = fuseProblems(undefined, binding);
+    if (problems.length > 0) throw new KnowledgeError('config', describeFuseProblems(problems));
+    const cleaned = await cleanStaleMount(mountpoint);
+    if (cleaned !== undefined) io.log(cleaned);
+    await mkdir(mountpoint, { recursive: true });
+  } else {
+    // Mounted already by a privileged step: no /dev/fuse, fusermount or mount point to prepare here.
+    binding = chooseFuseBinding(handedMountBinding(choice), io.log);
+    await checkHandedMount(opts.fuseFd, mountpoint, { allowOther: opts.allowOther || opts.group !== undefined, defaultPermissions: opts.group !== undefined });
+  }
   const effective: MountOptions = { ...opts, mountpoint, fuseBinding: binding };
-
-  const cleaned = await cleanStaleMount(mountpoint);
-  if (cleaned !== undefined) io.log(cleaned);
-  await mkdir(mountpoint, { recursive: true });
 
   const t0 = performance.now();
   const client = io.client ?? new HttpControlClient({ serverUrl: opts.serverUrl, token: opts.token, requestTimeoutMs: opts.requestTimeoutMs });

@@ -20,14 +20,16 @@ export interface MountEntry {
   readonly source: string;
   readonly target: string;
   readonly fstype: string;
+  /** The mount options, e.g. `rw,nosuid,nodev,relatime,user_id=0,group_id=0,allow_other`. */
+  readonly options: readonly string[];
 }
 
 export function parseMounts(text: string): MountEntry[] {
   const entries: MountEntry[] = [];
   for (const line of text.split('\n')) {
-    const [source, target, fstype] = line.split(' ');
+    const [source, target, fstype, options] = line.split(' ');
     if (source === undefined || target === undefined || fstype === undefined) continue;
-    entries.push({ source: unescapeMountPath(source), target: unescapeMountPath(target), fstype });
+    entries.push({ source: unescapeMountPath(source), target: unescapeMountPath(target), fstype, options: options?.split(',') ?? [] });
   }
   return entries;
 }

@@ -16,7 +16,7 @@
 
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { chown, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -166,6 +166,13 @@ export interface StartMountOptions {
   readonly env?: Readonly<Record<string, string>>;
   /** How long to wait for the "mounted" line (default 30 s). */
   readonly readyTimeoutMs?: number;
+  /**
+   * The CLI arguments that run the daemon, given `knowledgefs mount …`'s
+   * (default: those as they are), e.g. to start it through `mount-helper`.
+   */
+  readonly wrap?: (mountArgs: readonly string[]) => string[];
+  /** The daemon runs as this user: the token file and the socket's directory become its own. */
+  readonly daemonUser?: { readonly uid: number; readonly gid: number };
 }
 
 export interface MountHandle {
@@ -208,12 +215,17 @@ export async function startMount(opts: StartMountOptions): Promise<MountHandle> 
   const viaEnv = opts.tokenVia === 'env';
   const tokenFile = join(privateDir, 'token');
   if (!viaEnv) await writeFile(tokenFile, `${opts.token}\n`, { mode: 0o600 });
+  if (opts.daemonUser !== undefined) {
+    const { uid, gid } = opts.daemonUser;
+    await chown(privateDir, uid, gid);
+    if (!viaEnv) await chown(tokenFile, uid, gid);
+  }
 
   const tokenArgs = viaEnv ? [] : ['--token-file', tokenFile];
   const args = ['mount', mountpoint, '--server', opts.serverUrl, ...tokenArgs, '--socket', socketPath, ...(opts.args ?? [])];
   const env: NodeJS.ProcessEnv = { ...process.env, ...opts.env };
   if (viaEnv) env.KNOWLEDGEFS_TOKEN = opts.token;
-  const child = spawn(process.execPath, [BIN, ...args], {
+  const child = spawn(process.execPath, [BIN, ...(opts.wrap?.(args) ?? args)], {
     env,
     stdio: ['ignore', 'pipe', 'pipe'],
   });

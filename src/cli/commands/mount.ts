@@ -19,6 +19,7 @@ import { defaultSocketPath } from '../../core/socket-path.js';
 import { parseDuration, parseSize, formatDurationFlag, formatSizeFlag } from '../../core/units.js';
 import { keepYoungGenerationSmall } from '../../daemon/heap.js';
 import { resolveGroup } from '../../daemon/group.js';
+import { devFdMountpointProblem, parseFuseFd } from '../../daemon/handed-mount.js';
 import { runMountDaemon } from '../../daemon/run-mount.js';
 import { MOUNT_DEFAULTS } from '../../daemon/options.js';
 import { DEFAULT_FUSE_BINDING, FUSE_BINDING_ENV, FUSE_BINDINGS, parseFuseBinding, type FuseBindingChoice } from '../../daemon/fuse-binding.js';
@@ -47,6 +48,7 @@ interface MountFlags {
   group?: number;
   metricsListen?: string;
   fuseBinding?: FuseBindingChoice;
+  fuseFd?: number;
   logFormat: LogFormat;
   logFile?: string;
 }
@@ -96,6 +98,10 @@ export function registerMount(program: Command, ctx: CliContext, result: Command
     .addOption(
       new Option('--fuse-binding <binding>', `FUSE binding: native (libfuse 3 addon, long kernel caches told of every change), fuse-native (libfuse 2, 1 s caches), auto = native when its addon loads (default ${DEFAULT_FUSE_BINDING}, or $${FUSE_BINDING_ENV})`)
         .choices(FUSE_BINDINGS),
+    )
+    .addOption(
+      new Option('--fuse-fd <n>', 'serve the FUSE descriptor N, already mounted at <mountpoint> by a privileged step (knowledgefs mount-helper); this process then needs no capabilities and no /dev/fuse (native binding only)')
+        .argParser(optionParser(parseFuseFd)),
     );
   addLogOptions(command)
     .addHelpText(
@@ -107,9 +113,13 @@ Keep --prefetch-threshold ≤ --cache-size (or set --cache-dir) so prefetched co
 Examples:
   KNOWLEDGEFS_TOKEN=... knowledgefs mount /workspace/knowledge --server http://cp:7420
   KNOWLEDGEFS_TOKEN=... knowledgefs mount /workspace/knowledge --server http://cp-a:7420,http://cp-b:7420,http://cp-c:7420
-  knowledgefs mount ./knowledge --server http://127.0.0.1:7420 --token-file /run/secrets/kfs-token --grant-ttl 0`,
+  knowledgefs mount ./knowledge --server http://127.0.0.1:7420 --token-file /run/secrets/kfs-token --grant-ttl 0
+  # mounted by root, served by an unprivileged user (see knowledgefs mount-helper --help)
+  knowledgefs mount /workspace/knowledge --fuse-fd 3 --server http://cp:7420 --token-file /run/secrets/kfs-token`,
     )
     .action(async (mountpoint: string, flags: MountFlags) => {
+      const notADirectory = devFdMountpointProblem(mountpoint);
+      if (notADirectory !== undefined) throw new KnowledgeError('invalid_argument', notADirectory);
       const metricsListen = flags.metricsListen === undefined ? undefined : parseListenAddress(flags.metricsListen, '--metrics-listen');
       const token = await resolveToken(flags, ctx);
       keepYoungGenerationSmall(process.execArgv, process.env.NODE_OPTIONS);
@@ -137,6 +147,7 @@ Examples:
           group: flags.group,
           metricsListen,
           fuseBinding: resolveFuseBinding(flags, ctx),
+          fuseFd: flags.fuseFd,
         },
         {
           out: (line) => ctx.stdout.write(`${line}\n`),
