@@ -8,7 +8,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { HttpControlClient, parseServerUrls } from '../src/daemon/control-client.js';
+import { HttpControlClient, parseServerUrls } from '../src/daemon/control-plane/control-client.js';
 import { failure } from './helpers/fake-control-client.js';
 
 type Behaviour = 'ok' | '503' | 'hang';

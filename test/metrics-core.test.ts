@@ -3,7 +3,7 @@
 // label value a short name, and HOST:PORT parsing with clear errors.
 
 import { describe, expect, it } from 'vitest';
-import { parseListenAddress } from '../src/core/listen-address.js';
+import { parseListenAddress } from '../src/core/text/listen-address.js';
 import { constants } from 'node:os';
 import { ALL_METRICS, decisionOutcome, fuseResultOf, histogramQuantile, httpRouteOf, statusClass } from '../src/core/metrics.js';
 

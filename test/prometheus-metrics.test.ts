@@ -5,7 +5,7 @@
 
 import { describe, expect, it } from 'vitest';
 import { DAEMON_METRICS as D, LATENCY_BUCKETS } from '../src/core/metrics.js';
-import { FuseOpMeter } from '../src/daemon/fuse-op-meter.js';
+import { FuseOpMeter } from '../src/daemon/fuse/fuse-op-meter.js';
 import { PrometheusMetrics } from '../src/metrics/prometheus-metrics.js';
 import { parseExposition, value } from './helpers/metrics-scrape.js';
 

@@ -11,7 +11,7 @@ import type { Command } from 'commander';
 import { closeSync, mkdirSync, openSync, writeSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { KnowledgeError } from '../core/errors.js';
-import { formatLogLine, parseLogFormat, type Log, type LogFields, type LogFormat } from '../core/log-line.js';
+import { formatLogLine, parseLogFormat, type Log, type LogFields, type LogFormat } from '../core/text/log-line.js';
 import type { CliContext } from './context.js';
 import { parsedOption } from './option-parser.js';
 

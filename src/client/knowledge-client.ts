@@ -14,7 +14,7 @@
 // Failures are thrown as the classes in errors.ts; see isTemporary().
 
 import { tmpdir } from 'node:os';
-import { defaultSocketPath } from '../core/socket-path.js';
+import { defaultSocketPath } from '../core/local/socket-path.js';
 import { READ_OUTPUT_CAP, type DaemonStatus, type LocalReadRequest, type LocalReadResult, type ManifestResponse, type ReminderResponse } from '../core/wire.js';
 import { InvalidArgumentError } from './errors.js';
 import { DEFAULT_TIMEOUT_MS, SocketTransport } from './socket-transport.js';

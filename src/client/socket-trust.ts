@@ -10,7 +10,7 @@
 
 import { lstatSync, realpathSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
-import { directoriesUpToRoot, directoryTrustProblem, socketFileTrustProblem } from '../core/socket-trust.js';
+import { directoriesUpToRoot, directoryTrustProblem, socketFileTrustProblem } from '../core/local/socket-trust.js';
 
 export type SocketTrust = { readonly ok: true } | { readonly ok: false; readonly missing: boolean; readonly problem: string };
 

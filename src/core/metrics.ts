@@ -10,7 +10,7 @@
 // scrape leaks nothing. The recorder's types only accept the listed values;
 // the registry checks them again at run time.
 
-import type { Decision } from './policy.js';
+import type { Decision } from './session/policy.js';
 
 export type LabelSets = Readonly<Record<string, readonly string[]>>;
 

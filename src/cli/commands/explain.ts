@@ -4,7 +4,7 @@
 // the stable form for tools.
 
 import type { Command } from 'commander';
-import { formatBytes, formatSizeFlag, parseSize } from '../../core/units.js';
+import { formatBytes, formatSizeFlag, parseSize } from '../../core/text/units.js';
 import { MOUNT_DEFAULTS } from '../../daemon/options.js';
 import type { ExplainResponse, ExplainScope } from '../../core/wire.js';
 import { adminRequest, adminToken } from '../admin-request.js';

@@ -7,10 +7,10 @@
 
 import type { Command } from 'commander';
 import { resolve } from 'node:path';
-import { formatBytes, formatSizeFlag, parseSize } from '../../core/units.js';
+import { formatBytes, formatSizeFlag, parseSize } from '../../core/text/units.js';
 import { DEFAULTS } from '../../server/options.js';
-import { publish, type PublishProgress, type PublishResult, type ScopeChange } from '../../store/publish.js';
-import { formatStoreUrl, parseStoreUrl } from '../../store/store-config.js';
+import { publish, type PublishProgress, type PublishResult, type ScopeChange } from '../../store/publication/publish.js';
+import { formatStoreUrl, parseStoreUrl } from '../../store/objects/store-config.js';
 import type { CliContext } from '../context.js';
 import { EXIT } from '../exit-codes.js';
 import type { CommandResult } from '../main.js';

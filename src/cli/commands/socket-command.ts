@@ -6,7 +6,7 @@
 import { tmpdir } from 'node:os';
 import { KnowledgeClient } from '../../client/knowledge-client.js';
 import { KnowledgeError, isKnowledgeError } from '../../core/errors.js';
-import { defaultSocketPath } from '../../core/socket-path.js';
+import { defaultSocketPath } from '../../core/local/socket-path.js';
 import type { CliContext } from '../context.js';
 import { EXIT_FOR_CODE } from '../exit-codes.js';
 import type { CommandResult } from '../main.js';

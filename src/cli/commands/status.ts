@@ -6,7 +6,7 @@
 // so it matches what `mount --metrics-listen` exports.
 
 import type { Command } from 'commander';
-import { formatBytes } from '../../core/units.js';
+import { formatBytes } from '../../core/text/units.js';
 import type { DaemonStatus } from '../../core/wire.js';
 import type { CliContext } from '../context.js';
 import { EXIT } from '../exit-codes.js';
