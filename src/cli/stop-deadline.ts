@@ -4,7 +4,7 @@
 // detached underneath us, a hung fusermount), the process exits anyway with
 // its own exit code, so a runner's stop never waits for SIGKILL.
 
-import { EXIT } from '../cli/exit-codes.js';
+import { EXIT } from './exit-codes.js';
 
 /** Longest a stop may take before the process exits without a clean shutdown. */
 export const STOP_DEADLINE_MS = 10_000;
