@@ -13,8 +13,7 @@ import type { MembershipSource } from './access/membership.js';
 import type { ResolvedOptions } from './options.js';
 import type { PackStore } from '../store/pack-store.js';
 import type { PlanWakeups } from './http/plan-wakeups.js';
-import type { SessionRecord } from './state/file/session-registry.js';
-import type { SessionState } from './state/session-state.js';
+import type { SessionRecord, SessionState } from './state/session-state.js';
 
 export interface RouteContext {
   readonly options: ResolvedOptions;

@@ -32,7 +32,7 @@ import { BATCH_CONTENT_TYPE, BATCH_MAX_PATHS, type BatchFrameHeader, type BatchR
 import type { ApiRequest, ApiResponse } from './api.js';
 import { decider, denialResponse, type RouteContext } from '../context.js';
 import type { PackFile } from '../../store/pack-store.js';
-import type { SessionRecord } from '../state/file/session-registry.js';
+import type { SessionRecord } from '../state/session-state.js';
 
 /** Bytes read from the store ahead of what the socket has taken. */
 const READ_AHEAD_BYTES = 4 * 1024 * 1024;

@@ -18,7 +18,7 @@ import type { ExplainDecision, ExplainPath, ExplainReadEntry, ExplainResponse, E
 import { errorResponse, jsonResponse, notFound, parseScopePath, type ApiRequest, type ApiResponse } from './api.js';
 import { audit, boundScopes, decider, denialResponse, type RouteContext } from '../context.js';
 import { computePlan, parseThreshold } from './plan-route.js';
-import type { SessionRecord } from '../state/file/session-registry.js';
+import type { SessionRecord } from '../state/session-state.js';
 
 function teamOf(scope: string): string {
   return scope.startsWith(TEAM_PREFIX) ? scope.slice(TEAM_PREFIX.length) : scope;

@@ -30,7 +30,7 @@ import { parseScope, teamScope } from '../../core/scope.js';
 import { empty, jsonResponse, rawJsonResponse, type ApiRequest, type ApiResponse } from './api.js';
 import { audit, boundScopes, decider, type RouteContext } from '../context.js';
 import { recheckedMembership, type MembershipSource } from '../access/membership.js';
-import type { SessionRecord } from '../state/file/session-registry.js';
+import type { SessionRecord } from '../state/session-state.js';
 
 export const DEFAULT_PLAN_THRESHOLD = 256 * 1024 * 1024;
 

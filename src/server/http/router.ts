@@ -15,7 +15,7 @@ import { batchRoute } from './batch-route.js';
 import { explainRoute } from './explain-route.js';
 import { planRoute } from './plan-route.js';
 import { filesRoute, grantsRoute, manifestRoute, readRoute, reminderRoute, sessionView } from './runner-routes.js';
-import type { SessionRecord } from '../state/file/session-registry.js';
+import type { SessionRecord } from '../state/session-state.js';
 
 export type Handler = (req: ApiRequest) => Promise<ApiResponse>;
 

@@ -13,7 +13,7 @@ import { DUTY_FILE, parseScope, teamScope } from '../../core/scope.js';
 import { SHA256_HEADER, type GrantResponse, type ManifestResponse, type ReadRequest, type ReadResponse, type ReminderResponse, type SessionView } from '../../core/wire.js';
 import { jsonResponse, notFound, parseEncodedScopePath, parseScopePath, errorResponse, type ApiRequest, type ApiResponse } from './api.js';
 import { boundScopes, decider, denialResponse, type RouteContext } from '../context.js';
-import type { SessionRecord } from '../state/file/session-registry.js';
+import type { SessionRecord } from '../state/session-state.js';
 
 export function sessionView(session: SessionRecord): SessionView {
   return {

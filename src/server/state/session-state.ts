@@ -16,7 +16,24 @@
 //   KnowledgeError('unavailable'): the routes answer 503, never a guess.
 
 import type { SessionKind } from '../../core/session/policy.js';
-import type { ReadSetEntry, SessionRecord } from './file/session-registry.js';
+
+export interface ReadSetEntry {
+  path: string;
+  sha256: string;
+}
+
+export interface SessionRecord {
+  readonly id: string;
+  readonly kind: SessionKind;
+  readonly creator: string;
+  readonly team?: string | undefined;
+  readonly tokenHash: string;
+  revoked: boolean;
+  /** Team ids in mount order. */
+  mounted: string[];
+  readSet: ReadSetEntry[];
+  readonly createdAt: string;
+}
 
 export interface NewSession {
   readonly kind: SessionKind;

@@ -31,8 +31,8 @@ import { LRUCache } from 'lru-cache';
 import { KnowledgeError } from '../../../core/errors.js';
 import type { SessionKind } from '../../../core/session/policy.js';
 import { loadMigrations, migrate } from './pg-migrations.js';
-import { applyRead, hashToken, holdsToken, MAX_READ_SET, newSession, type ReadSetEntry, type SessionRecord } from '../file/session-registry.js';
-import type { NewSession, SessionState, SessionStats } from '../session-state.js';
+import { applyRead, hashToken, holdsToken, MAX_READ_SET, newSession } from '../session-record.js';
+import type { NewSession, ReadSetEntry, SessionRecord, SessionState, SessionStats } from '../session-state.js';
 
 export const CHANNEL = 'knowledgefs_sessions';
 /** How often the session counts for metrics are refreshed (a count over every session is not free). */
