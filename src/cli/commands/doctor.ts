@@ -16,8 +16,7 @@ import { KnowledgeClient } from '../../client/knowledge-client.js';
 import { isKnowledgeError } from '../../core/errors.js';
 import { defaultSocketPath } from '../../core/local/socket-path.js';
 import { parseDuration } from '../../core/text/units.js';
-import type { CliContext } from '../context.js';
-import type { CommandResult } from '../main.js';
+import type { CliContext, CommandResult } from '../context.js';
 import { optionParser } from '../option-parser.js';
 import {
   checkDevFuse,

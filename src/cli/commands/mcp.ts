@@ -10,9 +10,8 @@ import { KnowledgeClient } from '../../client/knowledge-client.js';
 import { guidanceText } from '../../mcp/guidance.js';
 import { createKnowledgeMcpServer, type ReminderMode } from '../../mcp/knowledge-mcp-server.js';
 import { serveOverStdio } from '../../mcp/serve-stdio.js';
-import type { CliContext } from '../context.js';
+import type { CliContext, CommandResult } from '../context.js';
 import { EXIT } from '../exit-codes.js';
-import type { CommandResult } from '../main.js';
 import { resolveSocketPath } from './socket-command.js';
 
 interface McpOptions {

@@ -22,10 +22,9 @@ import { resolveGroup } from '../../daemon/group.js';
 import { runMountDaemon } from '../../daemon/run-mount.js';
 import { MOUNT_DEFAULTS } from '../../daemon/options.js';
 import { DEFAULT_FUSE_BINDING, FUSE_BINDING_ENV, FUSE_BINDINGS, parseFuseBinding, type FuseBindingChoice } from '../../daemon/fuse/fuse-binding.js';
-import type { CliContext } from '../context.js';
+import type { CliContext, CommandResult } from '../context.js';
 import { armStopDeadline } from '../stop-deadline.js';
 import { EXIT } from '../exit-codes.js';
-import type { CommandResult } from '../main.js';
 import { optionParser, parseOnOff, parsedOption } from '../option-parser.js';
 import { readTokenFile } from '../token-file.js';
 

@@ -11,9 +11,8 @@ import { formatBytes, formatSizeFlag, parseSize } from '../../core/text/units.js
 import { DEFAULTS } from '../../server/options.js';
 import { publish, type PublishProgress, type PublishResult, type ScopeChange } from '../../store/publication/publish.js';
 import { formatStoreUrl, parseStoreUrl } from '../../store/objects/store-config.js';
-import type { CliContext } from '../context.js';
+import type { CliContext, CommandResult } from '../context.js';
 import { EXIT } from '../exit-codes.js';
-import type { CommandResult } from '../main.js';
 import { parsedOption } from '../option-parser.js';
 import { STORE_ENVIRONMENT, addS3Options, openObjectStore, type StoreFlags } from '../store-flags.js';
 

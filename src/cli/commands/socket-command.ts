@@ -7,9 +7,8 @@ import { tmpdir } from 'node:os';
 import { KnowledgeClient } from '../../client/knowledge-client.js';
 import { KnowledgeError, isKnowledgeError } from '../../core/errors.js';
 import { defaultSocketPath } from '../../core/local/socket-path.js';
-import type { CliContext } from '../context.js';
+import type { CliContext, CommandResult } from '../context.js';
 import { EXIT_FOR_CODE } from '../exit-codes.js';
-import type { CommandResult } from '../main.js';
 
 export function resolveSocketPath(flag: string | undefined, ctx: CliContext): string {
   if (flag !== undefined && flag !== '') return flag;

@@ -8,9 +8,8 @@
 import type { Command } from 'commander';
 import { formatBytes } from '../../core/text/units.js';
 import type { DaemonStatus } from '../../core/wire.js';
-import type { CliContext } from '../context.js';
+import type { CliContext, CommandResult } from '../context.js';
 import { EXIT } from '../exit-codes.js';
-import type { CommandResult } from '../main.js';
 import { formatTable } from '../text-table.js';
 import { callDaemon } from './socket-command.js';
 
