@@ -3,7 +3,7 @@
 // caps bodies at maxBodyBytes (413), never sends a Date header (so two
 // answers that must be identical are byte-identical), and aborts in-flight
 // long-polls when the client leaves or the server closes. Every answered
-// request is counted and timed by route template (core/metrics.ts), from
+// request is counted and timed by route template (the router's httpRouteOf), from
 // arrival to the last byte handed to the socket. Every answer carries the
 // request's `x-request-id` (core/request-id.ts).
 
@@ -11,9 +11,9 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { performance } from 'node:perf_hooks';
 import type { Log } from '../../core/text/log-line.js';
 import { acceptRequestId, newRequestId, REQUEST_ID_HEADER } from '../../core/request-id.js';
-import { CONTROL_PLANE_METRICS as M, httpRouteOf, NO_METRICS, statusClass, type MetricsRecorder } from '../../core/metrics.js';
+import { CONTROL_PLANE_METRICS as M, NO_METRICS, statusClass, type MetricsRecorder } from '../../core/metrics.js';
 import { errorResponse, type ApiRequest, type ApiResponse } from './api.js';
-import type { Handler } from './router.js';
+import { httpRouteOf, type Handler } from './router.js';
 
 export interface HttpAdapterOptions {
   readonly maxBodyBytes: number;
