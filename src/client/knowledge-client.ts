@@ -13,10 +13,9 @@
 // right (a negative offset, an empty path) before they reach the daemon.
 // Failures are thrown as the classes in errors.ts; see isTemporary().
 
-import { tmpdir } from 'node:os';
-import { defaultSocketPath } from '../core/local/socket-path.js';
 import { READ_OUTPUT_CAP, type DaemonStatus, type LocalReadRequest, type LocalReadResult, type ManifestResponse, type ReminderResponse } from '../core/wire.js';
 import { InvalidArgumentError } from './errors.js';
+import { controlSocketPath } from './socket-path.js';
 import { DEFAULT_TIMEOUT_MS, SocketTransport } from './socket-transport.js';
 
 export { READ_OUTPUT_CAP, type DaemonStatus };
@@ -93,9 +92,7 @@ export class KnowledgeClient {
   private readonly cwd: string | undefined;
 
   constructor(options: KnowledgeClientOptions = {}) {
-    this.socketPath = options.socketPath !== undefined && options.socketPath !== ''
-      ? options.socketPath
-      : defaultSocketPath(process.env, process.getuid?.() ?? -1, tmpdir());
+    this.socketPath = controlSocketPath(options.socketPath);
     const timeoutMs = checkCount('timeoutMs', options.timeoutMs, 1, 2 ** 31 - 1) ?? DEFAULT_TIMEOUT_MS;
     this.transport = new SocketTransport(this.socketPath, timeoutMs);
     this.cwd = options.cwd;

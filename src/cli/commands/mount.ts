@@ -10,12 +10,11 @@
 
 import { Option, type Command } from 'commander';
 import { resolve } from 'node:path';
-import { tmpdir } from 'node:os';
 import { KnowledgeError } from '../../core/errors.js';
 import { parseListenAddress } from '../../core/text/listen-address.js';
 import type { LogFormat } from '../../core/text/log-line.js';
 import { addLogOptions, startLogging } from '../log-sink.js';
-import { defaultSocketPath } from '../../core/local/socket-path.js';
+import { controlSocketPath } from '../../client/socket-path.js';
 import { parseDuration, parseSize, formatDurationFlag, formatSizeFlag } from '../../core/text/units.js';
 import { keepYoungGenerationSmall } from '../../daemon/heap.js';
 import { resolveGroup } from '../../daemon/group.js';
@@ -131,7 +130,8 @@ Examples:
           grantTtlMs: flags.grantTtl,
           syncIntervalMs: flags.syncInterval,
           requestTimeoutMs: flags.requestTimeout,
-          socketPath: flags.socket ?? defaultSocketPath(ctx.env, process.getuid?.() ?? 0, tmpdir()),
+          // An empty --socket is kept, for validateMountOptions to refuse by name.
+          socketPath: flags.socket === '' ? '' : controlSocketPath(flags.socket, ctx.env),
           allowOther: flags.allowOther === true,
           group: flags.group,
           metricsListen,
