@@ -13,7 +13,7 @@
 import { mkdir, readdir, readFile, rename, stat, unlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { LRUCache } from 'lru-cache';
-import { sha256Hex } from '../../core/sha256.js';
+import { isSha256, sha256Hex } from '../../core/sha256.js';
 
 export interface ContentCacheOptions {
   /** Memory bound in bytes (--cache-size). */
@@ -26,7 +26,6 @@ export interface ContentCacheOptions {
 }
 
 export const DEFAULT_CACHE_DIR_SIZE = 1024 ** 3;
-const SHA256_NAME = /^[0-9a-f]{64}$/;
 
 export class ContentCache {
   private readonly memory: LRUCache<string, Buffer> | undefined;
@@ -150,7 +149,7 @@ export class ContentCache {
           await unlink(file).catch(() => undefined);
           continue;
         }
-        if (!SHA256_NAME.test(name) || this.onDisk.has(name)) continue;
+        if (!isSha256(name) || this.onDisk.has(name)) continue;
         const st = await stat(file).catch(() => undefined);
         if (st?.isFile()) this.onDisk.set(name, st.size, { noUpdateTTL: true });
       }

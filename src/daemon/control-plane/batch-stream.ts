@@ -13,6 +13,7 @@
 import { createHash } from 'node:crypto';
 import { KnowledgeError } from '../../core/errors.js';
 import { MAX_PATH_BYTES } from '../../core/paths.js';
+import { isSha256 } from '../../core/sha256.js';
 
 export type BatchItem =
   | { readonly path: string; readonly missing: false; readonly sha256: string; readonly body: Buffer }
@@ -20,7 +21,6 @@ export type BatchItem =
 
 /** A header line is a path (≤ MAX_PATH_BYTES, JSON-escaped at most 6×) plus a few fields. */
 const MAX_HEADER_BYTES = MAX_PATH_BYTES * 6 + 256;
-const SHA256_HEX = /^[0-9a-f]{64}$/;
 const NEWLINE = 0x0a;
 
 function broken(message: string): KnowledgeError {
@@ -36,7 +36,7 @@ function parseHeader(line: Buffer, expected: string, maxFileBytes: number): { mi
   }
   if (typeof v !== 'object' || v === null || v.path !== expected) throw broken(`expected a frame for ${expected}`);
   if (v.missing === true) return { missing: true };
-  if (typeof v.sha256 !== 'string' || !SHA256_HEX.test(v.sha256)) throw broken(`frame header for ${expected} has no valid sha256`);
+  if (!isSha256(v.sha256)) throw broken(`frame header for ${expected} has no valid sha256`);
   if (typeof v.size !== 'number' || !Number.isSafeInteger(v.size) || v.size < 0) throw broken(`frame header for ${expected} has no valid size`);
   if (v.size > maxFileBytes) throw broken(`${expected}: ${v.size} bytes announced, more than the ${maxFileBytes} allowed`);
   return { missing: false, sha256: v.sha256, size: v.size };

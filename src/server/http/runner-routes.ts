@@ -10,6 +10,7 @@ import { buildManifest } from '../../core/session/manifest.js';
 import { findFile } from '../../core/session/plan.js';
 import { buildReminder, isValidDate } from '../../core/session/reminder.js';
 import { DUTY_FILE, parseScope, teamScope } from '../../core/scope.js';
+import { isSha256 } from '../../core/sha256.js';
 import { SHA256_HEADER, type GrantResponse, type ManifestResponse, type ReadRequest, type ReadResponse, type ReminderResponse, type SessionView } from '../../core/wire.js';
 import { jsonResponse, notFound, parseEncodedScopePath, parseScopePath, errorResponse, type ApiRequest, type ApiResponse } from './api.js';
 import { boundScopes, decider, denialResponse, type RouteContext } from '../context.js';
@@ -27,8 +28,8 @@ export function sessionView(session: SessionRecord): SessionView {
 
 export async function filesRoute(ctx: RouteContext, session: SessionRecord, rest: string, version: string | null = null): Promise<ApiResponse> {
   const { scope, path } = parseEncodedScopePath(rest, true);
-  if (version !== null && !/^[0-9a-f]{64}$/.test(version)) {
-    throw new KnowledgeError('invalid_argument', `sha256 must be 64 lowercase hex digits, got "${version.slice(0, 80)}"`);
+  if (version !== null && !isSha256(version)) {
+    throw new KnowledgeError('invalid_argument', `sha256 must be 64 lowercase hex digits, got "${(version as string).slice(0, 80)}"`);
   }
   const what = `${scope}/${path}`;
   const decision = await decider(ctx, session).decide(scope, 'open');
