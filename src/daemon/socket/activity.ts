@@ -41,17 +41,18 @@ function operations(counts: readonly MetricValueSample[], durations: readonly Me
 }
 
 export async function readActivity(metrics: PrometheusMetrics, startedAt: number, now = Date.now()): Promise<DaemonActivity> {
-  const [ops, durations, cache, cacheBytes, fetches, bytes, readAheads, grants, syncs, planAge] = await Promise.all([
-    metrics.samples(D.fuseOps),
-    metrics.samples(D.fuseDuration),
-    metrics.samples(D.cacheLookups),
-    metrics.samples(D.cacheBytes),
-    metrics.samples(D.fetches),
-    metrics.samples(D.fetchedBytes),
-    metrics.samples(D.readAheads),
-    metrics.samples(D.grants),
-    metrics.samples(D.syncs),
-    metrics.samples(D.planAge),
+  // One collection for the whole answer: the numbers are of one moment, and the hooks run once.
+  const [ops = [], durations = [], cache = [], cacheBytes = [], fetches = [], bytes = [], readAheads = [], grants = [], syncs = [], planAge = []] = await metrics.snapshot([
+    D.fuseOps,
+    D.fuseDuration,
+    D.cacheLookups,
+    D.cacheBytes,
+    D.fetches,
+    D.fetchedBytes,
+    D.readAheads,
+    D.grants,
+    D.syncs,
+    D.planAge,
   ]);
   const hits = sum(cache, { result: 'hit' });
   const misses = sum(cache, { result: 'miss' });
