@@ -1,4 +1,4 @@
-// The pure parts of core/metrics.ts, core/listen-address.ts and the router's
+// The pure parts of core/metrics.ts, core/text/listen-address.ts and the router's
 // route templates: route templates never echo a path, status classes,
 // decision outcomes, every label value a short name, and HOST:PORT parsing
 // with clear errors.

@@ -1,5 +1,5 @@
 // Where `serve` and `mount` write their log lines: stderr, or `--log-file`
-// (appended, mode 0600), in `--log-format` text or json (core/log-line.ts).
+// (appended, mode 0600), in `--log-format` text or json (core/text/log-line.ts).
 //
 // The file is written synchronously, line by line, so lines never interleave
 // and a crash loses none. `reopen()` (on SIGHUP) closes it and opens the path

@@ -1,4 +1,4 @@
-// The client's side of the control-socket trust rule (src/core/socket-trust.ts):
+// The client's side of the control-socket trust rule (src/core/local/socket-trust.ts):
 // before `read`, `manifest` or `reminder` send anything, the socket and every
 // directory above it must be owned by root or by the caller, and no other
 // user may be able to replace the socket. Otherwise another local user could

@@ -1,5 +1,5 @@
 // `knowledgefs publish --data DIR --store s3://BUCKET/PREFIX`: uploads the
-// data directory as a new publication (src/store/publish.ts) and prints
+// data directory as a new publication (src/store/publication/publish.ts) and prints
 // what changed, scope by scope. Progress of long uploads goes to stderr
 // (one line a second, rewritten in place on a terminal); the summary to
 // stdout (`--json`: the whole result as one JSON object). Publishing an

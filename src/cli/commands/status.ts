@@ -2,7 +2,7 @@
 // socket (same socket rule as `read`). The text form is one screen for a
 // person; --json prints the DaemonStatus as the socket answers it.
 //
-// Every number comes from the daemon's metrics registry (daemon/activity.ts),
+// Every number comes from the daemon's metrics registry (daemon/socket/activity.ts),
 // so it matches what `mount --metrics-listen` exports.
 
 import type { Command } from 'commander';

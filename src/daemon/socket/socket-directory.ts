@@ -5,7 +5,7 @@
 //   - creates a missing directory itself, mode 0700, before listening;
 //   - refuses a directory that is a symlink, that another user owns, or that
 //     another user may write (the same rule the client applies, see
-//     src/core/socket-trust.ts), naming the directory and the fix;
+//     src/core/local/socket-trust.ts), naming the directory and the fix;
 //   - binds under umask 0177, so the socket is 0600 from its first instant
 //     (no chmod afterwards: a chmod follows a symlink swapped in at the path).
 

@@ -14,7 +14,7 @@ import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
 import { KnowledgeError } from '../../../core/errors.js';
 
-/** `sql/migrations` of the package (two levels above both src/server and dist/server). */
+/** `sql/migrations` of the package (four levels above both src/server/state/postgres and dist/server/state/postgres). */
 export const MIGRATIONS_DIR = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..', '..', '..', 'sql', 'migrations');
 
 /** Any fixed number; it names the lock replicas take while migrating. */
