@@ -7,7 +7,7 @@
 // files import each other, directly or round a loop. Every import counts:
 // static, `import type`, `export … from` and dynamic `import()`.
 
-import { readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, posix, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import ts from 'typescript';
@@ -177,5 +177,27 @@ describe('architecture: the dependency rule', () => {
   it('no import cycle between files', () => {
     const found = cycles(graph);
     expect(found, `import cycles:\n  ${found.join('\n  ')}`).toEqual([]);
+  });
+});
+
+describe('docs/ARCHITECTURE.md follows the tree', () => {
+  const doc = readFileSync(join(ROOT, 'docs', 'ARCHITECTURE.md'), 'utf8');
+  const files = sourceFiles(SRC).map((p) => relative(SRC, p).split('\\').join('/'));
+
+  it('its folder map has every folder of src/, with its number of files', () => {
+    const rows = new Map([...doc.matchAll(/^\| `([a-z/-]+)\/` \| (\d+) \|/gm)].map((m) => [m[1] as string, Number(m[2])]));
+    const actual = new Map<string, number>();
+    for (const f of files) actual.set(posix.dirname(f), (actual.get(posix.dirname(f)) ?? 0) + 1);
+    const wrong = [...actual].filter(([dir, n]) => rows.get(dir) !== n).map(([dir, n]) => `${dir}/: ${n} files, the map says ${rows.get(dir) ?? 'nothing'}`);
+    const gone = [...rows.keys()].filter((dir) => !actual.has(dir)).map((dir) => `${dir}/: in the map, not in src/`);
+    expect([...wrong, ...gone]).toEqual([]);
+  });
+
+  it('every file it names exists', () => {
+    const names = new Set(files.map((f) => posix.basename(f)));
+    const missing = [...doc.matchAll(/`([\w./-]+\.ts)`/g)]
+      .map((m) => m[1] as string)
+      .filter((name) => (name.includes('/') ? !files.includes(name) && !existsSync(join(ROOT, name)) : !names.has(name)));
+    expect(missing).toEqual([]);
   });
 });
