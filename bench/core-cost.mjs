@@ -20,13 +20,13 @@ import { createHash } from 'node:crypto';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
 const dist = pathToFileURL(join(fileURLToPath(new URL('..', import.meta.url)), 'dist')).href;
-const { snapshotScope, buildPlan } = await import(`${dist}/core/plan.js`);
-const { checkPlan } = await import(`${dist}/daemon/wire-check.js`);
-const { Tree } = await import(`${dist}/core/tree.js`);
+const { snapshotScope, buildPlan } = await import(`${dist}/core/session/plan.js`);
+const { checkPlan } = await import(`${dist}/daemon/control-plane/wire-check.js`);
+const { Tree } = await import(`${dist}/core/tree/tree.js`);
 const { KnowledgeFilesystem } = await import(`${dist}/daemon/filesystem.js`);
-const { GrantCache } = await import(`${dist}/daemon/grant-cache.js`);
-const { ContentCache } = await import(`${dist}/daemon/content-cache.js`);
-const { ContentFetcher } = await import(`${dist}/daemon/fetcher.js`);
+const { GrantCache } = await import(`${dist}/daemon/content/grant-cache.js`);
+const { ContentCache } = await import(`${dist}/daemon/content/content-cache.js`);
+const { ContentFetcher } = await import(`${dist}/daemon/content/fetcher.js`);
 
 const data = process.argv[2];
 if (!data) {

@@ -13,9 +13,9 @@ import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
 const dist = pathToFileURL(join(fileURLToPath(new URL('..', import.meta.url)), 'dist')).href;
-const { buildOps, OP_KINDS } = await import(`${dist}/daemon/fuse-adapter.js`);
-const { ErrnoMapper } = await import(`${dist}/daemon/errno.js`);
-const { FuseOpMeter } = await import(`${dist}/daemon/fuse-op-meter.js`);
+const { buildOps, OP_KINDS } = await import(`${dist}/daemon/fuse/fuse-adapter.js`);
+const { ErrnoMapper } = await import(`${dist}/daemon/fuse/errno.js`);
+const { FuseOpMeter } = await import(`${dist}/daemon/fuse/fuse-op-meter.js`);
 
 const files = Number(process.argv[2] ?? 200_000);
 const stat = { mode: 0o100444, size: 64, uid: 0, gid: 0, mtime: new Date(), atime: new Date(), ctime: new Date(), nlink: 1, ino: 1 };

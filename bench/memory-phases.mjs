@@ -16,8 +16,8 @@ import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
 const dist = pathToFileURL(join(fileURLToPath(new URL('..', import.meta.url)), 'dist')).href;
-const { HttpControlClient } = await import(`${dist}/daemon/control-client.js`);
-const { Tree } = await import(`${dist}/core/tree.js`);
+const { HttpControlClient } = await import(`${dist}/daemon/control-plane/control-client.js`);
+const { Tree } = await import(`${dist}/core/tree/tree.js`);
 const { keepYoungGenerationSmall } = await import(`${dist}/daemon/heap.js`);
 // As `knowledgefs mount` does at start (unless node was given a semi-space flag).
 keepYoungGenerationSmall(process.execArgv, process.env.NODE_OPTIONS);

@@ -7,7 +7,7 @@ import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { BlobCache } from '../src/server/blob-cache.js';
+import { BlobCache } from '../src/store/publication/blob-cache.js';
 
 const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
 const blob = (i: number, size = 1000) => Buffer.alloc(size, `blob ${i} `);

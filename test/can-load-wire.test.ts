@@ -5,7 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { exitCodeOf } from '../src/cli/commands/can-load.js';
 import type { CanLoadAnswer } from '../src/core/wire.js';
-import { checkCanLoadResponse } from '../src/daemon/wire-check.js';
+import { checkCanLoadResponse } from '../src/daemon/control-plane/wire-check.js';
 
 const req = { scopes: ['account', 'team_search'], for: 'skill' } as const;
 const ok = { for: 'skill', answers: [{ scope: 'account', allowed: true }, { scope: 'team_search', allowed: false, error: { code: 'not_found', message: 'no such scope: team_search' } }] };

@@ -2,7 +2,7 @@
 // long an open must wait after a change, and that old entries age out.
 
 import { describe, expect, it } from 'vitest';
-import { ChangedFiles } from '../src/daemon/changed-files.js';
+import { ChangedFiles } from '../src/daemon/fuse/changed-files.js';
 
 describe('ChangedFiles', () => {
   it('an open waits out the rest of the window after a change; unchanged paths never wait', () => {

@@ -9,7 +9,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { parseDuration, parseSize } from '../src/core/units.js';
+import { parseDuration, parseSize } from '../src/core/text/units.js';
 import { BIN, REPO_ROOT } from './helpers/control-plane.js';
 
 interface Run { code: number | null; stdout: string; stderr: string }

@@ -7,17 +7,17 @@
 
 import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Tree } from '../src/core/tree.js';
+import { Tree } from '../src/core/tree/tree.js';
 import type { BatchFrameHeader } from '../src/core/wire.js';
-import { parseBatchStream, type BatchItem } from '../src/daemon/batch-stream.js';
-import { ContentCache } from '../src/daemon/content-cache.js';
-import type { BatchOptions, ControlClient } from '../src/daemon/control-client.js';
-import { HttpControlClient } from '../src/daemon/http-control-client.js';
-import { ContentFetcher } from '../src/daemon/fetcher.js';
+import { parseBatchStream, type BatchItem } from '../src/daemon/control-plane/batch-stream.js';
+import { ContentCache } from '../src/daemon/content/content-cache.js';
+import type { BatchOptions, ControlClient } from '../src/daemon/control-plane/control-client.js';
+import { HttpControlClient } from '../src/daemon/control-plane/http-control-client.js';
+import { ContentFetcher } from '../src/daemon/content/fetcher.js';
 import { KnowledgeFilesystem } from '../src/daemon/filesystem.js';
-import { GrantCache } from '../src/daemon/grant-cache.js';
-import { BATCH_BYTES, BATCH_FILES, Prefetcher, splitBatches } from '../src/daemon/prefetch.js';
-import { DirectoryReadAhead, readAheadBytes } from '../src/daemon/read-ahead.js';
+import { GrantCache } from '../src/daemon/content/grant-cache.js';
+import { BATCH_BYTES, BATCH_FILES, Prefetcher, splitBatches } from '../src/daemon/content/prefetch.js';
+import { DirectoryReadAhead, readAheadBytes } from '../src/daemon/content/read-ahead.js';
 import { makeDataDir, removeDataDir } from './helpers/data-dir.js';
 import { startControlPlane, type TestControlPlane } from './helpers/control-plane.js';
 import { pathStartsWith, startFaultProxy, type FaultProxy } from './helpers/fault-proxy.js';

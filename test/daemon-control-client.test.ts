@@ -9,9 +9,9 @@ import { createHash } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { buildPlan, snapshotScope } from '../src/core/plan.js';
+import { buildPlan, snapshotScope } from '../src/core/session/plan.js';
 import { BATCH_CONTENT_TYPE } from '../src/core/wire.js';
-import { HttpControlClient } from '../src/daemon/http-control-client.js';
+import { HttpControlClient } from '../src/daemon/control-plane/http-control-client.js';
 import { failure } from './helpers/fake-control-client.js';
 import { waitFor } from './helpers/mount.js';
 

@@ -5,7 +5,7 @@
 
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { JsonStreamParser, MAX_JSON_DEPTH, MAX_TOKEN_BYTES } from '../src/daemon/json-stream.js';
+import { JsonStreamParser, MAX_JSON_DEPTH, MAX_TOKEN_BYTES } from '../src/daemon/control-plane/json-stream.js';
 
 function parseChunks(buf: Buffer, cuts: readonly number[]): unknown {
   const p = new JsonStreamParser();

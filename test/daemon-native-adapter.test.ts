@@ -8,12 +8,12 @@
 import { constants as fsConstants } from 'node:fs';
 import { constants } from 'node:os';
 import { describe, expect, it } from 'vitest';
-import { ROOT_INO, Tree } from '../src/core/tree.js';
-import { ContentCache } from '../src/daemon/content-cache.js';
-import { ContentFetcher } from '../src/daemon/fetcher.js';
+import { ROOT_INO, Tree } from '../src/core/tree/tree.js';
+import { ContentCache } from '../src/daemon/content/content-cache.js';
+import { ContentFetcher } from '../src/daemon/content/fetcher.js';
 import { KnowledgeFilesystem } from '../src/daemon/filesystem.js';
-import { GrantCache } from '../src/daemon/grant-cache.js';
-import { NATIVE_CACHE_SEC, NativeFuseSession, type NativeAddon } from '../src/daemon/native-fuse-adapter.js';
+import { GrantCache } from '../src/daemon/content/grant-cache.js';
+import { NATIVE_CACHE_SEC, NativeFuseSession, type NativeAddon } from '../src/daemon/fuse/native-fuse-adapter.js';
 import { FakeControlClient } from './helpers/fake-control-client.js';
 
 const E = constants.errno;

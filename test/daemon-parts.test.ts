@@ -8,16 +8,16 @@ import { constants as osConstants, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ERROR_CODES, KnowledgeError } from '../src/core/errors.js';
-import { Tree } from '../src/core/tree.js';
-import { ContentCache } from '../src/daemon/content-cache.js';
+import { Tree } from '../src/core/tree/tree.js';
+import { ContentCache } from '../src/daemon/content/content-cache.js';
 import { sha256Hex } from '../src/core/sha256.js';
-import { ERRNO_FOR_CODE, ErrnoMapper } from '../src/daemon/errno.js';
-import { ContentFetcher } from '../src/daemon/fetcher.js';
+import { ERRNO_FOR_CODE, ErrnoMapper } from '../src/daemon/fuse/errno.js';
+import { ContentFetcher } from '../src/daemon/content/fetcher.js';
 import { KnowledgeFilesystem } from '../src/daemon/filesystem.js';
-import { describeFuseProblems, fuseProblems, type FuseProbe } from '../src/daemon/fuse-check.js';
-import { buildOps, WRITE_OPS } from '../src/daemon/fuse-adapter.js';
-import { GrantCache } from '../src/daemon/grant-cache.js';
-import { parseMounts } from '../src/daemon/stale-mount.js';
+import { describeFuseProblems, fuseProblems, type FuseProbe } from '../src/daemon/fuse/fuse-check.js';
+import { buildOps, WRITE_OPS } from '../src/daemon/fuse/fuse-adapter.js';
+import { GrantCache } from '../src/daemon/content/grant-cache.js';
+import { parseMounts } from '../src/daemon/fuse/stale-mount.js';
 import { FakeControlClient } from './helpers/fake-control-client.js';
 
 const E = osConstants.errno;
@@ -216,7 +216,7 @@ describe('FUSE availability', () => {
 describe('plan path check fast path', () => {
   it('agrees with packPathProblem on arbitrary paths', async () => {
     const fc = (await import('fast-check')).default;
-    const { pathOk } = await import('../src/daemon/wire-check.js');
+    const { pathOk } = await import('../src/daemon/control-plane/wire-check.js');
     const { packPathProblem } = await import('../src/core/paths.js');
     const segment = fc.oneof(
       fc.constantFrom('.', '..', '', 'a', '.hidden', 'a b', 'x'.repeat(256), 'é', 'a\\b', 'a\u0000b', '\ud800'),

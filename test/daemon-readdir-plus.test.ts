@@ -6,14 +6,14 @@
 import { constants as osConstants } from 'node:os';
 import { describe, expect, it } from 'vitest';
 import { KnowledgeError } from '../src/core/errors.js';
-import { DIR_MODE, FILE_MODE, Tree } from '../src/core/tree.js';
-import { ContentCache } from '../src/daemon/content-cache.js';
-import { ErrnoError, ErrnoMapper } from '../src/daemon/errno.js';
-import { ContentFetcher } from '../src/daemon/fetcher.js';
+import { DIR_MODE, FILE_MODE, Tree } from '../src/core/tree/tree.js';
+import { ContentCache } from '../src/daemon/content/content-cache.js';
+import { ErrnoError, ErrnoMapper } from '../src/daemon/fuse/errno.js';
+import { ContentFetcher } from '../src/daemon/content/fetcher.js';
 import { KnowledgeFilesystem } from '../src/daemon/filesystem.js';
-import { buildOps } from '../src/daemon/fuse-adapter.js';
-import { GrantCache } from '../src/daemon/grant-cache.js';
-import type { NodeStat } from '../src/core/tree.js';
+import { buildOps } from '../src/daemon/fuse/fuse-adapter.js';
+import { GrantCache } from '../src/daemon/content/grant-cache.js';
+import type { NodeStat } from '../src/core/tree/tree.js';
 import { FakeControlClient } from './helpers/fake-control-client.js';
 
 function filesystem(): { fs: KnowledgeFilesystem; setTree: (t: Tree) => void; client: FakeControlClient } {

@@ -12,8 +12,8 @@ import { createHash } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { HttpControlClient } from '../src/daemon/http-control-client.js';
-import { parseServerUrls } from '../src/daemon/replicas.js';
+import { HttpControlClient } from '../src/daemon/control-plane/http-control-client.js';
+import { parseServerUrls } from '../src/daemon/control-plane/replicas.js';
 import { failure } from './helpers/fake-control-client.js';
 
 type Behaviour = 'ok' | '503' | 'hang' | 'garbage' | 'html' | 'invalid' | 'flip' | '401' | '403' | '404';

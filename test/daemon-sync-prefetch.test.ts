@@ -6,13 +6,13 @@
 // cached.
 
 import { afterEach, describe, expect, it } from 'vitest';
-import type { Plan } from '../src/core/plan.js';
-import { Tree } from '../src/core/tree.js';
-import { ContentCache } from '../src/daemon/content-cache.js';
-import type { ControlClient, PlanRequest } from '../src/daemon/control-client.js';
-import { ContentFetcher } from '../src/daemon/fetcher.js';
-import { Prefetcher } from '../src/daemon/prefetch.js';
-import { SyncLoop } from '../src/daemon/sync-loop.js';
+import type { Plan } from '../src/core/session/plan.js';
+import { Tree } from '../src/core/tree/tree.js';
+import { ContentCache } from '../src/daemon/content/content-cache.js';
+import type { ControlClient, PlanRequest } from '../src/daemon/control-plane/control-client.js';
+import { ContentFetcher } from '../src/daemon/content/fetcher.js';
+import { Prefetcher } from '../src/daemon/content/prefetch.js';
+import { SyncLoop } from '../src/daemon/sync/sync-loop.js';
 import { FakeControlClient } from './helpers/fake-control-client.js';
 import { waitFor } from './helpers/mount.js';
 

@@ -20,7 +20,7 @@ import {
   type Probes,
 } from '../src/cli/commands/doctor-checks.js';
 import { formatChecks, runDoctor } from '../src/cli/commands/doctor.js';
-import { startControlSocket } from '../src/daemon/control-socket.js';
+import { startControlSocket } from '../src/daemon/socket/control-socket.js';
 import { BIN } from './helpers/control-plane.js';
 import { run } from './helpers/mount.js';
 import { startControlPlane, type TestControlPlane } from './helpers/control-plane.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { escapeForLog } from '../src/core/escape-for-log.js';
+import { escapeForLog } from '../src/core/text/escape-for-log.js';
 
 describe('escapeForLog', () => {
   it('leaves ordinary names alone, including non-Latin letters and emoji', () => {

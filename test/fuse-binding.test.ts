@@ -2,8 +2,8 @@
 // resolving to the native addon when it loads, to fuse-native otherwise.
 
 import { describe, expect, it } from 'vitest';
-import { chooseFuseBinding, parseFuseBinding } from '../src/daemon/fuse-binding.js';
-import { loadNativeAddon } from '../src/daemon/native-fuse-adapter.js';
+import { chooseFuseBinding, parseFuseBinding } from '../src/daemon/fuse/fuse-binding.js';
+import { loadNativeAddon } from '../src/daemon/fuse/native-fuse-adapter.js';
 
 function nativeLoads(): boolean {
   try {

@@ -5,7 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { KnowledgeError } from '../src/core/errors.js';
-import { noSuchFileMessage, resolveKnowledgePath } from '../src/core/knowledge-path.js';
+import { noSuchFileMessage, resolveKnowledgePath } from '../src/core/local/knowledge-path.js';
 
 const MNT = '/runner/knowledge';
 

@@ -8,7 +8,7 @@ import { mkdtemp, readFile, rename, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { formatLogLine, parseLogFormat, redactSecrets } from '../src/core/log-line.js';
+import { formatLogLine, parseLogFormat, redactSecrets } from '../src/core/text/log-line.js';
 import { spawnControlPlane, type SpawnedControlPlane } from './helpers/control-plane.js';
 import { makeDataDir, removeDataDir } from './helpers/data-dir.js';
 import { fuseSuite, startMount, waitFor } from './helpers/mount.js';

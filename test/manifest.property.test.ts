@@ -14,7 +14,7 @@ import { mkdirSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DUTY_CAP_BYTES, buildManifest, truncateUtf8 } from '../src/core/manifest.js';
+import { DUTY_CAP_BYTES, buildManifest, truncateUtf8 } from '../src/core/session/manifest.js';
 import { startControlPlane, type TestControlPlane } from './helpers/control-plane.js';
 import { makeDataDir, removeDataDir } from './helpers/data-dir.js';
 

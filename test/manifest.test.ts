@@ -3,7 +3,7 @@
 
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { DUTY_CAP_BYTES, buildManifest, truncateUtf8 } from '../src/core/manifest.js';
+import { DUTY_CAP_BYTES, buildManifest, truncateUtf8 } from '../src/core/session/manifest.js';
 
 const base = {
   scopes: [

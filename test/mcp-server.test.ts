@@ -171,7 +171,7 @@ describe('knowledgefs mcp: read_knowledge', () => {
       await expect(m2.client.listTools()).resolves.toBeDefined();
       // The daemon starts: the same server now reads.
       mkdirSync(join(later, '..'), { mode: 0o700 });
-      const { startControlSocket } = await import('../src/daemon/control-socket.js');
+      const { startControlSocket } = await import('../src/daemon/socket/control-socket.js');
       const sock = await startControlSocket(later, new MemoryBackend());
       try {
         expect((await call(m2, 'read_knowledge', { path: 'knowledge/account/DUTY.md' })).content[0]?.text).toBe('# Account\n');

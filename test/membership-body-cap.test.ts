@@ -4,7 +4,7 @@
 // policy then denies other teams: fail closed). Against a real HTTP service.
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { MAX_MEMBERSHIP_BODY_BYTES, httpMembership } from '../src/server/membership.js';
+import { MAX_MEMBERSHIP_BODY_BYTES, httpMembership } from '../src/server/access/membership.js';
 import { startFaultMembership, type FaultMembership } from './helpers/fault-membership.js';
 
 let service: FaultMembership;

@@ -1,11 +1,13 @@
-// The pure parts of core/metrics.ts and core/listen-address.ts: route
-// templates never echo a path, status classes, decision outcomes, every
-// label value a short name, and HOST:PORT parsing with clear errors.
+// The pure parts of core/metrics.ts, core/text/listen-address.ts and the router's
+// route templates: route templates never echo a path, status classes,
+// decision outcomes, every label value a short name, and HOST:PORT parsing
+// with clear errors.
 
 import { describe, expect, it } from 'vitest';
-import { parseListenAddress } from '../src/core/listen-address.js';
+import { parseListenAddress } from '../src/core/text/listen-address.js';
 import { constants } from 'node:os';
-import { ALL_METRICS, decisionOutcome, fuseResultOf, histogramQuantile, httpRouteOf, statusClass } from '../src/core/metrics.js';
+import { ALL_METRICS, decisionOutcome, fuseResultOf, histogramQuantile, statusClass } from '../src/core/metrics.js';
+import { httpRouteOf } from '../src/server/http/router.js';
 
 const q = (s = '') => new URLSearchParams(s);
 

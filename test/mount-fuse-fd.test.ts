@@ -9,7 +9,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { handedMountProblems } from '../src/daemon/handed-mount.js';
+import { handedMountProblems } from '../src/daemon/fuse/handed-mount.js';
 import { dropPrivilegesArgs, kernelMountOptions } from '../src/daemon/mount-helper.js';
 import { resolveRunAsUser } from '../src/daemon/run-as-user.js';
 import { BIN } from './helpers/mount.js';

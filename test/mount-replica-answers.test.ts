@@ -9,7 +9,7 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import type { SessionState } from '../src/server/session-state.js';
+import type { SessionState } from '../src/server/state/session-state.js';
 import { startControlPlane, type TestControlPlane } from './helpers/control-plane.js';
 import { makeDataDir, removeDataDir } from './helpers/data-dir.js';
 import { pathStartsWith, startFaultProxy, type FaultProxy, type ProxyRule } from './helpers/fault-proxy.js';

@@ -8,7 +8,7 @@
 import { chmodSync, readFileSync, readdirSync, readlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { NATIVE_ADDON_PATH } from '../src/daemon/native-fuse-adapter.js';
+import { NATIVE_ADDON_PATH } from '../src/daemon/fuse/native-fuse-adapter.js';
 import { startControlPlane, type TestControlPlane } from './helpers/control-plane.js';
 import { makeDataDir, removeDataDir, writeDataFile } from './helpers/data-dir.js';
 import { BIN, fuseSuite, isMounted, REPO_ROOT, run, startMount, waitFor, type MountHandle } from './helpers/mount.js';

@@ -4,8 +4,8 @@
 // the end-to-end cases).
 
 import { describe, expect, it } from 'vitest';
-import { PgSessionCache, type Query } from '../src/server/pg-session-cache.js';
-import type { SessionRow } from '../src/server/pg-session-rows.js';
+import { PgSessionCache, type Query } from '../src/server/state/postgres/pg-session-cache.js';
+import type { SessionRow } from '../src/server/state/postgres/pg-session-rows.js';
 
 function row(version: number, revoked: boolean): SessionRow {
   return { id: 'ses_1', token_hash: 'a'.repeat(64), kind: 'personal', creator: 'alice', team: null, revoked, mounted: [], created_at: '2026-01-01T00:00:00Z', version: String(version), read_set: [] };

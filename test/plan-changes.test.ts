@@ -4,12 +4,12 @@
 // loop applies changed scopes and keeps the rest.
 
 import { describe, expect, it } from 'vitest';
-import { KNOWN_VERSION_PREFIX, type KnownScope, type Plan, type PlanChanges } from '../src/core/plan.js';
-import { Tree } from '../src/core/tree.js';
-import type { ControlClient, PlanRequest } from '../src/daemon/control-client.js';
-import { filesHeld, knownScopes, planSource, resolveWithHeld, type PlanChangesClient } from '../src/daemon/plan-changes.js';
-import { SyncLoop } from '../src/daemon/sync-loop.js';
-import { checkPlanChanges } from '../src/daemon/wire-check.js';
+import { KNOWN_VERSION_PREFIX, type KnownScope, type Plan, type PlanChanges } from '../src/core/session/plan.js';
+import { Tree } from '../src/core/tree/tree.js';
+import type { ControlClient, PlanRequest } from '../src/daemon/control-plane/control-client.js';
+import { filesHeld, knownScopes, planSource, resolveWithHeld, type PlanChangesClient } from '../src/daemon/sync/plan-changes.js';
+import { SyncLoop } from '../src/daemon/sync/sync-loop.js';
+import { checkPlanChanges } from '../src/daemon/control-plane/wire-check.js';
 import { FakeControlClient } from './helpers/fake-control-client.js';
 
 /** The fake, answering `known=` the way the control plane does. */

@@ -3,7 +3,7 @@
 // mounted teams (over), with mounted teams kept.
 
 import { describe, expect, it } from 'vitest';
-import { buildPlan, scopeVersion, selectScopes, snapshotScope, type PlanFile } from '../src/core/plan.js';
+import { buildPlan, scopeVersion, selectScopes, snapshotScope, type PlanFile } from '../src/core/session/plan.js';
 
 const file = (path: string, size: number, sha = path): PlanFile => ({ path, size, mtimeMs: 1, sha256: sha.padEnd(64, '0') });
 

@@ -6,7 +6,7 @@
 
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { canLoadScope, createScopeEvaluator, needsMembership, type MembershipAnswer, type SessionIdentity } from '../src/core/policy.js';
+import { canLoadScope, createScopeEvaluator, needsMembership, type MembershipAnswer, type SessionIdentity } from '../src/core/session/policy.js';
 import { teamScope } from '../src/core/scope.js';
 
 const ok = (...teams: string[]): MembershipAnswer => ({ status: 'ok', teams });

@@ -5,7 +5,8 @@
 
 import { describe, expect, it } from 'vitest';
 import { DAEMON_METRICS as D, LATENCY_BUCKETS } from '../src/core/metrics.js';
-import { FuseOpMeter } from '../src/daemon/fuse-op-meter.js';
+import { FuseOpMeter } from '../src/daemon/fuse/fuse-op-meter.js';
+import { readActivity } from '../src/daemon/socket/activity.js';
 import { PrometheusMetrics } from '../src/metrics/prometheus-metrics.js';
 import { parseExposition, value } from './helpers/metrics-scrape.js';
 
@@ -34,6 +35,22 @@ describe('PrometheusMetrics', () => {
     const again = await parseExposition(await m.text());
     expect(value(again, D.fuseOps.name, { op: 'open' })).toBe(3);
     expect(() => m.observe(D.fuseDuration, { op: 'open' }, 1)).toThrow(/tallied/);
+  });
+
+  it('a status answer collects the metrics once', async () => {
+    const m = new PrometheusMetrics(Object.values(D), { processMetrics: false, tallied: [D.fuseDuration] });
+    const meter = new FuseOpMeter();
+    meter.done('open', performance.now(), 0);
+    let collections = 0;
+    m.beforeScrape(() => {
+      collections++;
+      meter.exportTo(m);
+    });
+    const activity = await readActivity(m, Date.now());
+    expect(collections).toBe(1);
+    expect(activity.operations.find((o) => o.op === 'open')?.count).toBe(1);
+    await m.text();
+    expect(collections).toBe(2);
   });
 
   it('keeps exported totals monotonic and refuses labels outside their set', async () => {

@@ -6,7 +6,7 @@ import { spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KnowledgeError } from '../src/core/errors.js';
 import { POINTER_KEY, parsePointer } from '../src/core/publication.js';
-import { ObjectStoreError } from '../src/store/object-store.js';
+import { ObjectStoreError } from '../src/store/objects/object-store.js';
 import { countingStore, publishTo, s3Store, type CountingStore } from './helpers/bucket.js';
 import { BIN } from './helpers/control-plane.js';
 import { makeDataDir, removeDataDir, writeDataFile, type DataDirSpec } from './helpers/data-dir.js';

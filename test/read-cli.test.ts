@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KnowledgeError } from '../src/core/errors.js';
 import type { ReadRequest, ReadResponse } from '../src/core/wire.js';
-import { startControlSocket, type ReadToolBackend } from '../src/daemon/control-socket.js';
+import { startControlSocket, type ReadToolBackend } from '../src/daemon/socket/control-socket.js';
 
 const ROOT = join(import.meta.dirname, '..');
 const BIN = join(ROOT, 'bin', 'knowledgefs.js');

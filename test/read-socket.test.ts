@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { KnowledgeError } from '../src/core/errors.js';
-import { handleControlRequest, startControlSocket } from '../src/daemon/control-socket.js';
+import { handleControlRequest, startControlSocket } from '../src/daemon/socket/control-socket.js';
 import { sliceChars } from '../src/core/read-page.js';
 import { KnowledgeClient } from '../src/client/knowledge-client.js';
 import { failure } from './helpers/fake-control-client.js';

@@ -2,7 +2,7 @@
 // only, each reported once), new files never.
 
 import { describe, expect, it } from 'vitest';
-import { buildReminder, isValidDate } from '../src/core/reminder.js';
+import { buildReminder, isValidDate } from '../src/core/session/reminder.js';
 
 describe('buildReminder', () => {
   it('says only the date when nothing changed', () => {

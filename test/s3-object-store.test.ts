@@ -6,9 +6,9 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KnowledgeError } from '../src/core/errors.js';
-import { ObjectStoreError } from '../src/store/object-store.js';
-import { S3ObjectStore } from '../src/store/s3-object-store.js';
-import { resolveS3Config } from '../src/store/store-config.js';
+import { ObjectStoreError } from '../src/store/objects/object-store.js';
+import { S3ObjectStore } from '../src/store/objects/s3-object-store.js';
+import { resolveS3Config } from '../src/store/objects/store-config.js';
 import { startS3, type TestS3 } from './helpers/s3rver.js';
 
 let s3: TestS3;

@@ -7,8 +7,8 @@ import { createHash, createHmac } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { S3ObjectStore } from '../src/store/s3-object-store.js';
-import { resolveS3Config } from '../src/store/store-config.js';
+import { S3ObjectStore } from '../src/store/objects/s3-object-store.js';
+import { resolveS3Config } from '../src/store/objects/store-config.js';
 
 const sha = (b: string | Buffer) => createHash('sha256').update(b).digest('hex');
 const hmac = (k: string | Buffer, s: string) => createHmac('sha256', k).update(s).digest();

@@ -7,7 +7,7 @@
 import { readFile, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import type { PackStore } from '../src/server/pack-store.js';
+import type { PackStore } from '../src/store/pack-store.js';
 import { makeDataDir, removeDataDir, removeDataFile, writeDataFile, writeDirectory, type DataDirSpec } from './helpers/data-dir.js';
 import { rawRequest, startControlPlane, type TestControlPlane } from './helpers/control-plane.js';
 

@@ -8,8 +8,8 @@ import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BATCH_CONTENT_TYPE, BATCH_MAX_PATHS, type BatchFrameHeader } from '../src/core/wire.js';
-import type { MembershipSource } from '../src/server/membership.js';
-import type { PackStore } from '../src/server/pack-store.js';
+import type { MembershipSource } from '../src/server/access/membership.js';
+import type { PackStore } from '../src/store/pack-store.js';
 import { makeDataDir, removeDataDir, writeDataFile, type DataDirSpec } from './helpers/data-dir.js';
 import { rawRequest, startControlPlane, type TestControlPlane } from './helpers/control-plane.js';
 

@@ -7,7 +7,7 @@
 import { spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ExplainResponse, ExplainScope } from '../src/core/wire.js';
-import { memoryAuditSink } from '../src/server/audit-log.js';
+import { memoryAuditSink } from '../src/server/access/audit-log.js';
 import { BIN, startControlPlane, type TestControlPlane } from './helpers/control-plane.js';
 import { makeDataDir, removeDataDir, writeDataFile } from './helpers/data-dir.js';
 import { startFaultMembership, type FaultMembership } from './helpers/fault-membership.js';

@@ -6,8 +6,8 @@
 import { readdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { fileStateStore, type StateStore } from '../src/server/state-file.js';
-import { SessionRegistry, type PersistedState, type StateChange } from '../src/server/session-registry.js';
+import { fileStateStore, type StateStore } from '../src/server/state/file/state-file.js';
+import { SessionRegistry, type PersistedState, type StateChange } from '../src/server/state/file/session-registry.js';
 import { makeDataDir, removeDataDir } from './helpers/data-dir.js';
 import { startControlPlane } from './helpers/control-plane.js';
 

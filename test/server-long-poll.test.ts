@@ -5,7 +5,7 @@
 // real HTTP service that counts its calls.
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Plan } from '../src/core/plan.js';
+import type { Plan } from '../src/core/session/plan.js';
 import { makeDataDir, removeDataDir, writeDataFile } from './helpers/data-dir.js';
 import { longPollsWaiting, startControlPlane, type TestControlPlane } from './helpers/control-plane.js';
 import { startFaultMembership, type FaultMembership } from './helpers/fault-membership.js';

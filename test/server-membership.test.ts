@@ -4,10 +4,10 @@
 // bound team keep working and never consult the service.
 
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import type { Plan } from '../src/core/plan.js';
+import type { Plan } from '../src/core/session/plan.js';
 import { makeDataDir, removeDataDir, writeDataFile } from './helpers/data-dir.js';
 import { startControlPlane, type TestControlPlane } from './helpers/control-plane.js';
-import { httpMembership } from '../src/server/membership.js';
+import { httpMembership } from '../src/server/access/membership.js';
 import { BIN, run } from './helpers/mount.js';
 import { GARBAGE_BODIES, startFaultMembership, type FaultMembership, type MembershipMode } from './helpers/fault-membership.js';
 

@@ -6,7 +6,7 @@
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CONTROL_PLANE_METRICS, type MetricSpec } from '../src/core/metrics.js';
-import type { MembershipSource } from '../src/server/membership.js';
+import type { MembershipSource } from '../src/server/access/membership.js';
 import { startControlPlane, type TestControlPlane } from './helpers/control-plane.js';
 import { makeDataDir, removeDataDir, writeDataFile, type DataDirSpec } from './helpers/data-dir.js';
 import { allLabels, scrape, value, type Scrape } from './helpers/metrics-scrape.js';

@@ -10,7 +10,7 @@ import { mkdir, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Plan } from '../src/core/plan.js';
+import type { Plan } from '../src/core/session/plan.js';
 import { SHA256_HEADER } from '../src/core/wire.js';
 import { makeDataDir, removeDataDir, removeDataFile, writeDataFile } from './helpers/data-dir.js';
 import { startControlPlane, type TestControlPlane } from './helpers/control-plane.js';

@@ -7,8 +7,8 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { memoryAuditSink } from '../src/server/audit-log.js';
-import { HttpControlClient } from '../src/daemon/http-control-client.js';
+import { memoryAuditSink } from '../src/server/access/audit-log.js';
+import { HttpControlClient } from '../src/daemon/control-plane/http-control-client.js';
 import { startControlPlane, type TestControlPlane } from './helpers/control-plane.js';
 import { makeDataDir, removeDataDir } from './helpers/data-dir.js';
 

@@ -9,10 +9,10 @@ import { watch as fsWatch, type FSWatcher } from 'node:fs';
 import { mkdir, rename, rm, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
-import type { Plan } from '../src/core/plan.js';
-import { workForEvent, type WatchFunction } from '../src/server/data-watch.js';
-import { DirPackStore } from '../src/server/dir-pack-store.js';
-import { DEBOUNCE_MS, RescanLoop } from '../src/server/rescan-loop.js';
+import type { Plan } from '../src/core/session/plan.js';
+import { workForEvent, type WatchFunction } from '../src/server/packs/data-watch.js';
+import { DirPackStore } from '../src/store/data-dir/dir-pack-store.js';
+import { DEBOUNCE_MS, RescanLoop } from '../src/server/packs/rescan-loop.js';
 import { makeDataDir, removeDataDir, removeDataFile, writeDataFile, writeDirectory, type DataDirSpec } from './helpers/data-dir.js';
 import { spawnControlPlane, startControlPlane, type TestControlPlane } from './helpers/control-plane.js';
 

@@ -7,8 +7,8 @@ import { appendFile, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/prom
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { fileStateStore, journalFileOf, type StateStore } from '../src/server/state-file.js';
-import { SessionRegistry, type PersistedState, type StateChange } from '../src/server/session-registry.js';
+import { fileStateStore, journalFileOf, type StateStore } from '../src/server/state/file/state-file.js';
+import { SessionRegistry, type PersistedState, type StateChange } from '../src/server/state/file/session-registry.js';
 
 let dir: string;
 let n = 0;

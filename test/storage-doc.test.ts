@@ -9,7 +9,7 @@ import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseIndex, parsePointer } from '../src/core/publication.js';
-import { parseDuration, parseSize } from '../src/core/units.js';
+import { parseDuration, parseSize } from '../src/core/text/units.js';
 import { BIN, REPO_ROOT } from './helpers/control-plane.js';
 import { missingTests, namedTests } from './helpers/doc-claims.js';
 import { makeDataDir, removeDataDir, writeDataFile } from './helpers/data-dir.js';

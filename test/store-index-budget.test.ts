@@ -6,8 +6,8 @@
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { indexKey, parsePointer, POINTER_KEY, type Pointer } from '../src/core/publication.js';
-import { BucketPackStore } from '../src/server/bucket-pack-store.js';
-import type { GetOptions, ObjectStore, StoredObject } from '../src/store/object-store.js';
+import { BucketPackStore } from '../src/store/publication/bucket-pack-store.js';
+import type { GetOptions, ObjectStore, StoredObject } from '../src/store/objects/object-store.js';
 import { publishTo, s3Store } from './helpers/bucket.js';
 import { makeDataDir, removeDataDir, writeDataFile, type DataDirSpec } from './helpers/data-dir.js';
 import { startS3, type TestS3 } from './helpers/s3rver.js';

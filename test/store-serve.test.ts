@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { scrape, value } from './helpers/metrics-scrape.js';
 import { KnowledgeError } from '../src/core/errors.js';
 import { POINTER_KEY, blobKey, indexKey, parsePointer, serializePointer } from '../src/core/publication.js';
-import type { Plan } from '../src/core/plan.js';
+import type { Plan } from '../src/core/session/plan.js';
 import { SHA256_HEADER } from '../src/core/wire.js';
 import { droppingPuts, publishTo, s3Store, startBucketControlPlane, type BucketControlPlane } from './helpers/bucket.js';
 import { makeDataDir, removeDataDir, removeDataFile, writeDataFile, type DataDirSpec } from './helpers/data-dir.js';

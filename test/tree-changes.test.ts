@@ -3,9 +3,9 @@
 // directories, never a file inode, and nothing for an unchanged plan.
 
 import { describe, expect, it } from 'vitest';
-import { buildPlan, snapshotScope, type Plan, type PlanFile } from '../src/core/plan.js';
-import { treeChanges } from '../src/core/tree-changes.js';
-import { ROOT_INO, Tree } from '../src/core/tree.js';
+import { buildPlan, snapshotScope, type Plan, type PlanFile } from '../src/core/session/plan.js';
+import { treeChanges } from '../src/core/tree/tree-changes.js';
+import { ROOT_INO, Tree } from '../src/core/tree/tree.js';
 
 const sha = (n: number) => n.toString(16).padStart(64, '0');
 const file = (path: string, n: number, size = 10): PlanFile => ({ path, size, mtimeMs: 1_000_000 + n, sha256: sha(n) });

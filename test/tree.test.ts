@@ -4,8 +4,8 @@
 
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { buildPlan, snapshotScope, type Plan, type PlanFile } from '../src/core/plan.js';
-import { DIR_MODE, FILE_MODE, Tree, type FileNode } from '../src/core/tree.js';
+import { buildPlan, snapshotScope, type Plan, type PlanFile } from '../src/core/session/plan.js';
+import { DIR_MODE, FILE_MODE, Tree, type FileNode } from '../src/core/tree/tree.js';
 
 const sha = (n: number) => n.toString(16).padStart(64, '0');
 

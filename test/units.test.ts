@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { formatBytes, parseDuration, parseSize } from '../src/core/units.js';
+import { formatBytes, parseDuration, parseSize } from '../src/core/text/units.js';
 import { KnowledgeError } from '../src/core/errors.js';
 
 describe('parseSize', () => {

@@ -25,7 +25,7 @@ import { phase as loadPhase } from './load.mjs';
 import { round3 } from './stats.mjs';
 import { log, start, stop } from './proc.mjs';
 
-const { HttpControlClient } = await import('../../dist/daemon/control-client.js');
+const { HttpControlClient } = await import('../../dist/daemon/control-plane/control-client.js');
 
 function teamFiles(dataDir, team, max) {
   const root = join(dataDir, 'teams', team);

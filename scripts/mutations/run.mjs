@@ -17,6 +17,8 @@
 // The working tree is never written to. Options:
 //   --only id,id   run these breakages only
 //   --list         print the breakages and exit
+//   --check        check the list against the code (every file and test
+//                  exists, every `find` text occurs exactly once) and exit
 //   --keep         keep the temporary copy (its path is printed)
 //   --verbose      print the end of each run's test output
 //
@@ -37,14 +39,15 @@ const RUN_TIMEOUT_MS = 240_000;
 const SKIP = new Set(['.git', 'node_modules', 'dist', 'coverage']);
 
 function parseArgs(argv) {
-  const opts = { only: undefined, list: false, keep: false, verbose: false };
+  const opts = { only: undefined, list: false, check: false, keep: false, verbose: false };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     if (a === '--only') opts.only = new Set((argv[++i] ?? '').split(',').filter(Boolean));
     else if (a === '--list') opts.list = true;
+    else if (a === '--check') opts.check = true;
     else if (a === '--keep') opts.keep = true;
     else if (a === '--verbose') opts.verbose = true;
-    else throw new Error(`unknown argument ${a} (use --only id,id, --list, --keep, --verbose)`);
+    else throw new Error(`unknown argument ${a} (use --only id,id, --list, --check, --keep, --verbose)`);
   }
   return opts;
 }
@@ -146,6 +149,10 @@ async function main() {
   if (problems.length > 0) {
     process.stderr.write(`test:mutations: the list does not match the code:\n  ${problems.join('\n  ')}\n`);
     return 1;
+  }
+  if (opts.check) {
+    process.stdout.write(`test:mutations: the list matches the code (${chosen.length} breakages in ${new Set(chosen.map((b) => b.file)).size} files)\n`);
+    return 0;
   }
 
   const started = Date.now();

@@ -14,6 +14,11 @@ export interface CliContext {
   readonly onSignal?: (signal: NodeJS.Signals, handler: () => void) => () => void;
 }
 
+/** Each command's action stores its exit code here. */
+export interface CommandResult {
+  code: number;
+}
+
 export function processContext(): CliContext {
   return {
     stdin: process.stdin,

@@ -1,5 +1,5 @@
 // Where `serve` and `mount` write their log lines: stderr, or `--log-file`
-// (appended, mode 0600), in `--log-format` text or json (core/log-line.ts).
+// (appended, mode 0600), in `--log-format` text or json (core/text/log-line.ts).
 //
 // The file is written synchronously, line by line, so lines never interleave
 // and a crash loses none. `reopen()` (on SIGHUP) closes it and opens the path
@@ -11,7 +11,7 @@ import type { Command } from 'commander';
 import { closeSync, mkdirSync, openSync, writeSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { KnowledgeError } from '../core/errors.js';
-import { formatLogLine, parseLogFormat, type Log, type LogFields, type LogFormat } from '../core/log-line.js';
+import { formatLogLine, parseLogFormat, type Log, type LogFields, type LogFormat } from '../core/text/log-line.js';
 import type { CliContext } from './context.js';
 import { parsedOption } from './option-parser.js';
 

@@ -6,17 +6,12 @@ import { Command, CommanderError } from 'commander';
 import { createRequire } from 'node:module';
 import { isKnowledgeError } from '../core/errors.js';
 import { EXIT, EXIT_FOR_CODE } from './exit-codes.js';
-import { processContext, type CliContext } from './context.js';
+import { processContext, type CliContext, type CommandResult } from './context.js';
 
 export { optionParser } from './option-parser.js';
 
 const require = createRequire(import.meta.url);
 const { version } = require('../../package.json') as { version: string };
-
-/** Each command's action stores its exit code here. */
-export interface CommandResult {
-  code: number;
-}
 
 type Register = (program: Command, ctx: CliContext, result: CommandResult) => void;
 

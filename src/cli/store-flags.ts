@@ -4,9 +4,9 @@
 // every process on the machine).
 
 import type { Command } from 'commander';
-import { formatDurationFlag, parseDuration } from '../core/units.js';
-import { S3ObjectStore } from '../store/s3-object-store.js';
-import { resolveS3Config } from '../store/store-config.js';
+import { formatDurationFlag, parseDuration } from '../core/text/units.js';
+import { S3ObjectStore } from '../store/objects/s3-object-store.js';
+import { resolveS3Config } from '../store/objects/store-config.js';
 import type { CliContext } from './context.js';
 import { parsedOption } from './option-parser.js';
 

@@ -14,7 +14,7 @@
 // Failures are thrown as the classes in errors.ts; see isTemporary().
 
 import { tmpdir } from 'node:os';
-import { defaultSocketPath } from '../core/socket-path.js';
+import { defaultSocketPath } from '../core/local/socket-path.js';
 import { parseCanLoadRequest } from '../core/can-load-request.js';
 import { isKnowledgeError } from '../core/errors.js';
 import {
@@ -29,6 +29,7 @@ import {
   type ResourceKind,
 } from '../core/wire.js';
 import { InvalidArgumentError } from './errors.js';
+import { controlSocketPath } from './socket-path.js';
 import { DEFAULT_TIMEOUT_MS, SocketTransport } from './socket-transport.js';
 
 export { READ_OUTPUT_CAP, RESOURCE_KINDS, type CanLoadAnswer, type DaemonStatus, type ResourceKind } from '../core/wire.js';
@@ -118,9 +119,7 @@ export class KnowledgeClient {
   private readonly cwd: string | undefined;
 
   constructor(options: KnowledgeClientOptions = {}) {
-    this.socketPath = options.socketPath !== undefined && options.socketPath !== ''
-      ? options.socketPath
-      : defaultSocketPath(process.env, process.getuid?.() ?? -1, tmpdir());
+    this.socketPath = controlSocketPath(options.socketPath);
     const timeoutMs = checkCount('timeoutMs', options.timeoutMs, 1, 2 ** 31 - 1) ?? DEFAULT_TIMEOUT_MS;
     this.transport = new SocketTransport(this.socketPath, timeoutMs);
     this.cwd = options.cwd;

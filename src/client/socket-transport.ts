@@ -21,7 +21,7 @@
 import { Agent, request, type ClientRequest, type ClientRequestArgs } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { KnowledgeError, isErrorCode } from '../core/errors.js';
-import { SOCKET_ENV } from '../core/socket-path.js';
+import { SOCKET_ENV } from '../core/local/socket-path.js';
 import { DaemonUnreachableError, errorFromWire, type UnreachableReason } from './errors.js';
 import { socketTrustProblem } from './socket-trust.js';
 

@@ -1,4 +1,4 @@
-// The client's side of the control-socket trust rule (src/core/socket-trust.ts):
+// The client's side of the control-socket trust rule (src/core/local/socket-trust.ts):
 // before `read`, `manifest` or `reminder` send anything, the socket and every
 // directory above it must be owned by root or by the caller, and no other
 // user may be able to replace the socket. Otherwise another local user could
@@ -8,33 +8,15 @@
 // in a shared sticky directory like /tmp, a name that is free now could be
 // taken by someone else between this check and the connect.
 
-import { lstatSync, realpathSync } from 'node:fs';
+import { lstatSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
-import { directoriesUpToRoot, directoryTrustProblem, socketFileTrustProblem } from '../core/socket-trust.js';
+import { socketFileTrustProblem } from '../core/local/socket-trust.js';
+import { directoryChainProblem } from '../disk/trusted-directory.js';
 
 export type SocketTrust = { readonly ok: true } | { readonly ok: false; readonly missing: boolean; readonly problem: string };
 
 function callerUid(): number {
   return process.getuid?.() ?? 0;
-}
-
-/**
- * Why the directory `dir` (absolute) cannot hold a socket trusted by user
- * `uid`: a symlink on the way owned by someone else, or a directory from its
- * real path up to `/` that another user owns or may write. Throws what lstat throws.
- */
-export function directoryChainProblem(dir: string, uid: number): string | undefined {
-  // A symlink on the way may be swapped by its owner: it must be trusted too.
-  for (const d of directoriesUpToRoot(dir)) {
-    const st = lstatSync(d);
-    if (st.isSymbolicLink() && st.uid !== 0 && st.uid !== uid) return `${d} is a symbolic link owned by uid ${st.uid}`;
-  }
-  for (const d of directoriesUpToRoot(realpathSync(dir))) {
-    const st = lstatSync(d);
-    const problem = directoryTrustProblem({ path: d, uid: st.uid, mode: st.mode }, uid);
-    if (problem !== undefined) return problem;
-  }
-  return undefined;
 }
 
 /** Whether the socket at `path` may be trusted by user `uid` (default: this process's). */

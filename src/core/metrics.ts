@@ -10,7 +10,7 @@
 // scrape leaks nothing. The recorder's types only accept the listed values;
 // the registry checks them again at run time.
 
-import type { Decision } from './policy.js';
+import type { Decision } from './session/policy.js';
 
 export type LabelSets = Readonly<Record<string, readonly string[]>>;
 
@@ -187,26 +187,6 @@ export const ALL_METRICS: readonly MetricSpec[] = [...Object.values(CONTROL_PLAN
 export function statusClass(status: number): StatusClass {
   const cls = `${Math.min(5, Math.max(1, Math.floor(status / 100)))}xx`;
   return cls as StatusClass;
-}
-
-/** The route template of a request, from its method and raw path (never the path itself). */
-export function httpRouteOf(method: string, rawPath: string, query: URLSearchParams): HttpRoute {
-  const m = method === 'HEAD' ? 'GET' : method;
-  if (rawPath === '/healthz' && m === 'GET') return 'healthz';
-  if (rawPath === '/metrics' && m === 'GET') return 'metrics';
-  if (rawPath === '/v1/admin/sessions' && m === 'POST') return 'admin_session_create';
-  if (rawPath.startsWith('/v1/admin/sessions/') && m === 'DELETE') return 'admin_session_revoke';
-  if (rawPath === '/v1/admin/explain' && m === 'GET') return 'admin_explain';
-  if (rawPath === '/v1/session' && m === 'GET') return 'session';
-  if (rawPath === '/v1/plan' && m === 'GET') return query.has('wait') ? 'plan_long_poll' : 'plan';
-  if (rawPath.startsWith('/v1/files/') && m === 'GET') return 'files';
-  if (rawPath.startsWith('/v1/grants/') && m === 'GET') return 'grants';
-  if (rawPath === '/v1/batch' && m === 'POST') return 'batch';
-  if (rawPath === '/v1/read' && m === 'POST') return 'read';
-  if (rawPath === '/v1/can-load' && m === 'POST') return 'can_load';
-  if (rawPath === '/v1/manifest' && m === 'GET') return 'manifest';
-  if (rawPath === '/v1/reminder' && m === 'GET') return 'reminder';
-  return 'other';
 }
 
 /** allow; deny; or fail_closed when the membership source could not answer. */

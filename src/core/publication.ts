@@ -15,7 +15,7 @@
 
 import { KnowledgeError } from './errors.js';
 import { packPathProblem } from './paths.js';
-import { comparePaths, scopeVersion, type PlanFile, type ScopeSnapshot } from './plan.js';
+import { comparePaths, scopeVersion, type PlanFile, type ScopeSnapshot } from './session/plan.js';
 import { compareScopes, parseScope, type ScopeName } from './scope.js';
 import { isSha256, sha256Hex } from './sha256.js';
 

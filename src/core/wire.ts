@@ -30,7 +30,7 @@
 // Errors: {ok: false, error: {code, message}} with HTTP_STATUS.
 
 import type { ErrorCode } from './errors.js';
-import type { SessionKind } from './policy.js';
+import type { SessionKind } from './session/policy.js';
 
 export const SHA256_HEADER = 'x-kfs-sha256';
 

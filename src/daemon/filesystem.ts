@@ -25,12 +25,12 @@
 
 import { constants } from 'node:fs';
 import { KnowledgeError, isKnowledgeError } from '../core/errors.js';
-import type { FileNode, NodeStat, Tree } from '../core/tree.js';
-import type { ChangedFiles } from './changed-files.js';
-import { EBADF, EISDIR, ENOTDIR, ESTALE, ErrnoError } from './errno.js';
-import type { ContentFetcher } from './fetcher.js';
-import type { GrantCache } from './grant-cache.js';
-import type { DirectoryReadAhead } from './read-ahead.js';
+import type { FileNode, NodeStat, Tree } from '../core/tree/tree.js';
+import type { ChangedFiles } from './fuse/changed-files.js';
+import { EBADF, EISDIR, ENOTDIR, ESTALE, ErrnoError } from './fuse/errno.js';
+import type { ContentFetcher } from './content/fetcher.js';
+import type { GrantCache } from './content/grant-cache.js';
+import type { DirectoryReadAhead } from './content/read-ahead.js';
 
 export interface FilesystemDeps {
   /** The current tree; swapped whole by the sync loop. */

@@ -12,29 +12,29 @@
 // Nothing here touches the mount point after mounting (that would deadlock
 // the FUSE loop running on this same event loop).
 
-import type { Log } from '../core/log-line.js';
+import type { Log } from '../core/text/log-line.js';
 import { DAEMON_METRICS as D } from '../core/metrics.js';
-import type { Plan } from '../core/plan.js';
-import { Tree, type TreeOptions } from '../core/tree.js';
+import type { Plan } from '../core/session/plan.js';
+import { Tree, type TreeOptions } from '../core/tree/tree.js';
 import type { DaemonStatus } from '../core/wire.js';
 import { listenMetrics, type MetricsListener } from '../metrics/metrics-listener.js';
 import { PrometheusMetrics } from '../metrics/prometheus-metrics.js';
-import { readActivity } from './activity.js';
-import { CHANGE_MARGIN_MS, ChangedFiles } from './changed-files.js';
-import { ContentCache } from './content-cache.js';
-import { startControlSocket, type ReadToolBackend } from './control-socket.js';
-import type { ControlClient } from './control-client.js';
-import { ContentFetcher } from './fetcher.js';
+import { readActivity } from './socket/activity.js';
+import { CHANGE_MARGIN_MS, ChangedFiles } from './fuse/changed-files.js';
+import { ContentCache } from './content/content-cache.js';
+import { startControlSocket, type ReadToolBackend } from './socket/control-socket.js';
+import type { ControlClient } from './control-plane/control-client.js';
+import { ContentFetcher } from './content/fetcher.js';
 import { KnowledgeFilesystem } from './filesystem.js';
-import type { FuseMount } from './fuse-adapter.js';
-import { bindingTraits, chooseFuseBinding, DEFAULT_FUSE_BINDING, mountBinding, type FuseBinding } from './fuse-binding.js';
-import { FuseOpMeter } from './fuse-op-meter.js';
-import { GrantCache } from './grant-cache.js';
+import type { FuseMount } from './fuse/fuse-adapter.js';
+import { bindingTraits, chooseFuseBinding, DEFAULT_FUSE_BINDING, mountBinding, type FuseBinding } from './fuse/fuse-binding.js';
+import { FuseOpMeter } from './fuse/fuse-op-meter.js';
+import { GrantCache } from './content/grant-cache.js';
 import { MOUNT_DEFAULTS, type MountOptions } from './options.js';
-import { planSource } from './plan-changes.js';
-import { BATCH_BYTES, BATCH_FILES, Prefetcher } from './prefetch.js';
-import { DirectoryReadAhead, readAheadBytes } from './read-ahead.js';
-import { SyncLoop } from './sync-loop.js';
+import { planSource } from './sync/plan-changes.js';
+import { BATCH_BYTES, BATCH_FILES, Prefetcher } from './content/prefetch.js';
+import { DirectoryReadAhead, readAheadBytes } from './content/read-ahead.js';
+import { SyncLoop } from './sync/sync-loop.js';
 
 export interface MountDaemonIo {
   /** stdout: only the "mounted …" line goes here. */

@@ -24,9 +24,9 @@ import { closeSync, openSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { constants } from 'node:os';
 import { KnowledgeError } from '../core/errors.js';
-import { findOnPath } from './fuse-check.js';
+import { findOnPath } from './fuse/fuse-check.js';
 import type { RunAsUser } from './run-as-user.js';
-import { cleanStaleMount, mountEntry } from './stale-mount.js';
+import { cleanStaleMount, mountEntry } from './fuse/stale-mount.js';
 
 /** The daemon's descriptor for the FUSE connection (the first after stdin, stdout, stderr). */
 export const HANDED_FUSE_FD = 3;

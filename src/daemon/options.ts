@@ -2,10 +2,10 @@
 // how each interacts with the others. `validateMountOptions` checks them at
 // startup with one clear message per problem.
 
-import type { ListenAddress } from '../core/listen-address.js';
+import type { ListenAddress } from '../core/text/listen-address.js';
 import { KnowledgeError } from '../core/errors.js';
-import { formatBytes } from '../core/units.js';
-import type { FuseBindingChoice } from './fuse-binding.js';
+import { formatBytes } from '../core/text/units.js';
+import type { FuseBindingChoice } from './fuse/fuse-binding.js';
 
 export interface MountOptions {
   /** Absolute path where `knowledge/` appears; created when missing. */

@@ -13,15 +13,15 @@
 import { mkdir } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { KnowledgeError, isKnowledgeError } from '../core/errors.js';
-import type { Plan } from '../core/plan.js';
-import { prepareCacheDirectory } from './cache-directory.js';
-import { HttpControlClient } from './http-control-client.js';
-import { chooseFuseBinding, DEFAULT_FUSE_BINDING, type FuseBinding } from './fuse-binding.js';
-import { describeFuseProblems, fuseProblems } from './fuse-check.js';
-import { checkHandedMount, handedMountBinding } from './handed-mount.js';
+import type { Plan } from '../core/session/plan.js';
+import { prepareCacheDirectory } from './content/cache-directory.js';
+import { HttpControlClient } from './control-plane/http-control-client.js';
+import { chooseFuseBinding, DEFAULT_FUSE_BINDING, type FuseBinding } from './fuse/fuse-binding.js';
+import { describeFuseProblems, fuseProblems } from './fuse/fuse-check.js';
+import { checkHandedMount, handedMountBinding } from './fuse/handed-mount.js';
 import type { MountDaemonIo } from './mount-daemon.js';
 import { describeMountOptions, validateMountOptions, type MountOptions } from './options.js';
-import { cleanStaleMount } from './stale-mount.js';
+import { cleanStaleMount } from './fuse/stale-mount.js';
 
 function startupError(err: unknown, serverUrl: string): KnowledgeError {
   if (!isKnowledgeError(err)) return new KnowledgeError('internal', err instanceof Error ? err.message : String(err));

@@ -11,12 +11,30 @@
 // Subdirectories a cache makes itself (the content cache's fan-out) are
 // checked one by one: created 0700, and refused when another user planted them.
 
-import { lstatSync, mkdirSync } from 'node:fs';
+import { lstatSync, mkdirSync, realpathSync } from 'node:fs';
 import { lstat, mkdir } from 'node:fs/promises';
 import { resolve } from 'node:path';
-import { directoryChainProblem } from '../client/socket-trust.js';
 import { KnowledgeError } from '../core/errors.js';
-import { directoryTrustProblem } from '../core/socket-trust.js';
+import { directoriesUpToRoot, directoryTrustProblem } from '../core/local/socket-trust.js';
+
+/**
+ * Why the directory `dir` (absolute) cannot hold a socket trusted by user
+ * `uid`: a symlink on the way owned by someone else, or a directory from its
+ * real path up to `/` that another user owns or may write. Throws what lstat throws.
+ */
+export function directoryChainProblem(dir: string, uid: number): string | undefined {
+  // A symlink on the way may be swapped by its owner: it must be trusted too.
+  for (const d of directoriesUpToRoot(dir)) {
+    const st = lstatSync(d);
+    if (st.isSymbolicLink() && st.uid !== 0 && st.uid !== uid) return `${d} is a symbolic link owned by uid ${st.uid}`;
+  }
+  for (const d of directoriesUpToRoot(realpathSync(dir))) {
+    const st = lstatSync(d);
+    const problem = directoryTrustProblem({ path: d, uid: st.uid, mode: st.mode }, uid);
+    if (problem !== undefined) return problem;
+  }
+  return undefined;
+}
 
 /** What the directory is for, for the refusal: `refusing the ${what} DIR: why; ${risk}. ${fix}`. */
 export interface DirectoryUse {

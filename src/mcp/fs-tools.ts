@@ -11,7 +11,7 @@
 import { createReadStream } from 'node:fs';
 import { opendir, stat } from 'node:fs/promises';
 import { InvalidArgumentError, UnavailableError, type KnowledgeError } from '../client/errors.js';
-import { KNOWLEDGE_DIR, mountRelativePath } from '../core/knowledge-path.js';
+import { KNOWLEDGE_DIR, mountRelativePath } from '../core/local/knowledge-path.js';
 import { READ_OUTPUT_CAP } from '../core/wire.js';
 
 /** Most characters a list or search answer returns: the read tool's cap. */

@@ -6,7 +6,7 @@
 import type { AddressInfo } from 'node:net';
 import { createServer } from 'node:http';
 import { KnowledgeError } from '../core/errors.js';
-import { httpUrl, type ListenAddress } from '../core/listen-address.js';
+import { httpUrl, type ListenAddress } from '../core/text/listen-address.js';
 import type { MetricsExposition } from '../core/metrics.js';
 
 export interface MetricsListener {

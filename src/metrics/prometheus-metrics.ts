@@ -105,9 +105,22 @@ export class PrometheusMetrics implements MetricsRecorder {
     return this.registry.metrics();
   }
 
-  /** One metric's current samples (for `knowledgefs status`). */
+  /** One metric's current samples. */
   async samples(spec: MetricSpec): Promise<MetricValueSample[]> {
+    const [samples] = await this.snapshot([spec]);
+    return samples ?? [];
+  }
+
+  /**
+   * Several metrics' current samples, from one collection (the hooks run
+   * once), so they are consistent with each other: `knowledgefs status`.
+   */
+  async snapshot(specs: readonly MetricSpec[]): Promise<MetricValueSample[][]> {
     this.runHooks();
+    return Promise.all(specs.map((spec) => this.current(spec)));
+  }
+
+  private async current(spec: MetricSpec): Promise<MetricValueSample[]> {
     const entry = this.metrics.get(spec.name);
     if (entry === undefined) return [];
     const data = await entry.metric.get();

@@ -3,19 +3,18 @@
 
 import { KnowledgeError } from '../core/errors.js';
 import { CONTROL_PLANE_METRICS, decisionOutcome, type MetricsExposition, type MetricsRecorder } from '../core/metrics.js';
-import { createScopeEvaluator, type Decision, type SessionIdentity } from '../core/policy.js';
+import { createScopeEvaluator, type Decision, type SessionIdentity } from '../core/session/policy.js';
 import { ACCOUNT_SCOPE, teamScope, type ScopeName } from '../core/scope.js';
 import type { CanLoadRefusal, ResourceKind } from '../core/wire.js';
-import { notFoundMessage, errorResponse, type ApiResponse } from './api.js';
-import { toAuditRecord, type AuditAction, type AuditSink } from './audit-log.js';
-import type { DirectoryView } from './pack-source.js';
-import { teamDenialMessage } from './guidance.js';
-import type { MembershipSource } from './membership.js';
+import { notFoundMessage, errorResponse, type ApiResponse } from './http/api.js';
+import { toAuditRecord, type AuditAction, type AuditSink } from './access/audit-log.js';
+import type { DirectoryView } from './packs/pack-source.js';
+import { teamDenialMessage } from './access/guidance.js';
+import type { MembershipSource } from './access/membership.js';
 import type { ResolvedOptions } from './options.js';
-import type { PackStore } from './pack-store.js';
-import type { PlanWakeups } from './plan-wakeups.js';
-import type { SessionRecord } from './session-registry.js';
-import type { SessionState } from './session-state.js';
+import type { PackStore } from '../store/pack-store.js';
+import type { PlanWakeups } from './http/plan-wakeups.js';
+import type { SessionRecord, SessionState } from './state/session-state.js';
 
 export interface RouteContext {
   readonly options: ResolvedOptions;

@@ -4,8 +4,8 @@
 
 import { join } from 'node:path';
 import { KnowledgeError } from '../core/errors.js';
-import type { Log } from '../core/log-line.js';
-import { resolveS3Config, type S3Config } from '../store/store-config.js';
+import type { Log } from '../core/text/log-line.js';
+import { resolveS3Config, type S3Config } from '../store/objects/store-config.js';
 
 export interface ControlPlaneOptions {
   /** Data directory: `directory.json`, `account/`, `teams/<id>/`. Required unless `store` is given. */

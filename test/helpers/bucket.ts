@@ -5,10 +5,10 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { GetOptions, ObjectStore, StoredObject } from '../../src/store/object-store.js';
-import { publish, type PublishOptions, type PublishResult } from '../../src/store/publish.js';
-import { S3ObjectStore } from '../../src/store/s3-object-store.js';
-import { resolveS3Config } from '../../src/store/store-config.js';
+import type { GetOptions, ObjectStore, StoredObject } from '../../src/store/objects/object-store.js';
+import { publish, type PublishOptions, type PublishResult } from '../../src/store/publication/publish.js';
+import { S3ObjectStore } from '../../src/store/objects/s3-object-store.js';
+import { resolveS3Config } from '../../src/store/objects/store-config.js';
 import { startControlPlane, type StartOptions, type TestControlPlane } from './control-plane.js';
 import type { TestS3 } from './s3rver.js';
 

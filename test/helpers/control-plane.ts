@@ -21,7 +21,7 @@ import { fileURLToPath } from 'node:url';
 import { CONTROL_PLANE_METRICS } from '../../src/core/metrics.js';
 import type { CreateSessionRequest, CreateSessionResponse } from '../../src/core/wire.js';
 import { serveControlPlane, type ControlPlaneDeps, type ListeningControlPlane } from '../../src/server/control-plane.js';
-import type { ListenAddress } from '../../src/core/listen-address.js';
+import type { ListenAddress } from '../../src/core/text/listen-address.js';
 import type { ControlPlaneOptions } from '../../src/server/options.js';
 
 export const REPO_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');

@@ -5,8 +5,8 @@
 
 import { createHash } from 'node:crypto';
 import { KnowledgeError } from '../../src/core/errors.js';
-import { buildPlan, snapshotScope, type Plan, type PlanFile } from '../../src/core/plan.js';
-import type { ControlClient, FileBody, PlanRequest } from '../../src/daemon/control-client.js';
+import { buildPlan, snapshotScope, type Plan, type PlanFile } from '../../src/core/session/plan.js';
+import type { ControlClient, FileBody, PlanRequest } from '../../src/daemon/control-plane/control-client.js';
 import type { CanLoadRequest, CanLoadResponse, ManifestResponse, ReadRequest, ReadResponse, ReminderResponse, SessionView } from '../../src/core/wire.js';
 
 export const sha256 = (b: Buffer | string) => createHash('sha256').update(b).digest('hex');

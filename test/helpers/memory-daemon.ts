@@ -16,7 +16,7 @@ import { join } from 'node:path';
 import { KnowledgeError } from '../../src/core/errors.js';
 import type { CanLoadRequest, CanLoadResponse, ReadRequest, ReadResponse, ReminderResponse } from '../../src/core/wire.js';
 import { readPage } from '../../src/core/read-page.js';
-import { startControlSocket, type ReadToolBackend } from '../../src/daemon/control-socket.js';
+import { startControlSocket, type ReadToolBackend } from '../../src/daemon/socket/control-socket.js';
 
 export const MEMORY_MOUNTPOINT = '/runner/knowledge';
 export const sha256 = (b: Buffer | string) => createHash('sha256').update(b).digest('hex');

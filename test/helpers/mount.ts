@@ -21,7 +21,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, it } from 'vitest';
-import { describeFuseProblems, fuseProblems } from '../../src/daemon/fuse-check.js';
+import { describeFuseProblems, fuseProblems } from '../../src/daemon/fuse/fuse-check.js';
 
 export const REPO_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const BIN = join(REPO_ROOT, 'bin', 'knowledgefs.js');

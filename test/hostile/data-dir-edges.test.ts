@@ -8,7 +8,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { Plan } from '../../src/core/plan.js';
+import type { Plan } from '../../src/core/session/plan.js';
 import { startControlPlane, type TestControlPlane } from '../helpers/control-plane.js';
 import { makeDataDir, removeDataFile, writeDataFile } from '../helpers/data-dir.js';
 import { run, waitFor } from '../helpers/mount.js';

@@ -13,8 +13,8 @@
 import { createHash } from 'node:crypto';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { PackStore } from '../../src/server/pack-store.js';
-import { hashToken } from '../../src/server/session-registry.js';
+import type { PackStore } from '../../src/store/pack-store.js';
+import { hashToken } from '../../src/server/state/session-record.js';
 import { startControlPlane, type TestControlPlane } from '../helpers/control-plane.js';
 import { canaryIn, makeHostileData, type HostileData } from './hostile-data.js';
 import { hostileFilesTarget, hostileScope, hostileSuffix } from './hostile-paths.js';

@@ -12,8 +12,8 @@
 import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { directoriesUpToRoot, directoryTrustProblem, socketFileTrustProblem } from '../../src/core/socket-trust.js';
-import { startControlSocket, type ReadToolBackend } from '../../src/daemon/control-socket.js';
+import { directoriesUpToRoot, directoryTrustProblem, socketFileTrustProblem } from '../../src/core/local/socket-trust.js';
+import { startControlSocket, type ReadToolBackend } from '../../src/daemon/socket/control-socket.js';
 import { BIN, REPO_ROOT, run, waitFor } from '../helpers/mount.js';
 import { runAs, testUser, usersSuite, type TestUser } from '../helpers/test-users.js';
 
@@ -75,8 +75,8 @@ usersSuite('control socket spoofing by another local user', () => {
     chmodSync(shared, 0o1777);
     spoofDir = join(shared, `knowledgefs-${victim.uid}`);
     writeFileSync(join(base, 'daemon-side.mjs'), [
-      `import { startControlSocket } from ${JSON.stringify(join(DIST, 'daemon', 'control-socket.js'))};`,
-      `import { defaultSocketPath } from ${JSON.stringify(join(DIST, 'core', 'socket-path.js'))};`,
+      `import { startControlSocket } from ${JSON.stringify(join(DIST, 'daemon', 'socket', 'control-socket.js'))};`,
+      `import { defaultSocketPath } from ${JSON.stringify(join(DIST, 'core', 'local', 'socket-path.js'))};`,
       `import { tmpdir } from 'node:os';`,
       `import { statSync } from 'node:fs';`,
       `const path = process.argv[2] ?? defaultSocketPath(process.env, process.getuid(), tmpdir());`,

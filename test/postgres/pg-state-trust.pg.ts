@@ -7,9 +7,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
-import { LOOKUP_BATCH } from '../../src/server/pg-session-cache.js';
-import { INSERT_SESSION } from '../../src/server/pg-session-rows.js';
-import { hashToken, newToken } from '../../src/server/session-registry.js';
+import { LOOKUP_BATCH } from '../../src/server/state/postgres/pg-session-cache.js';
+import { INSERT_SESSION } from '../../src/server/state/postgres/pg-session-rows.js';
+import { hashToken, newToken } from '../../src/server/state/session-record.js';
 import { makeDataDir, removeDataDir } from '../helpers/data-dir.js';
 import { startControlPlane, type TestControlPlane } from '../helpers/control-plane.js';
 import { startPostgres, type PgCluster } from '../helpers/postgres.js';

@@ -7,7 +7,7 @@
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
-import { loadMigrations, migrate } from '../../src/server/pg-migrations.js';
+import { loadMigrations, migrate } from '../../src/server/state/postgres/pg-migrations.js';
 import { makeDataDir, removeDataDir } from '../helpers/data-dir.js';
 import { longPollsWaiting, startControlPlane, type TestControlPlane } from '../helpers/control-plane.js';
 import { startPostgres, type PgCluster } from '../helpers/postgres.js';

@@ -9,7 +9,7 @@
 
 import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import type { Plan } from '../../src/core/plan.js';
+import type { Plan } from '../../src/core/session/plan.js';
 import { publishTo } from '../helpers/bucket.js';
 import { spawnControlPlane, type SpawnedControlPlane } from '../helpers/control-plane.js';
 import { makeDataDir, removeDataDir, writeDataFile } from '../helpers/data-dir.js';

@@ -11,9 +11,8 @@
 import type { Command } from 'commander';
 import { RESOURCE_KINDS, type CanLoadAnswer, type ResourceKind } from '../../client/knowledge-client.js';
 import { KnowledgeError } from '../../core/errors.js';
-import type { CliContext } from '../context.js';
+import type { CliContext, CommandResult } from '../context.js';
 import { EXIT, EXIT_FOR_CODE } from '../exit-codes.js';
-import type { CommandResult } from '../main.js';
 import { callDaemon, type SocketCommandOptions } from './socket-command.js';
 
 interface CanLoadFlags extends SocketCommandOptions {

@@ -61,7 +61,7 @@ export function systemProbes(env: NodeJS.ProcessEnv): Probes {
     uid: process.getuid?.() ?? -1,
     groups: [...new Set([...(process.getgroups?.() ?? []), process.getgid?.() ?? -1])],
     nativeBinding: async () => {
-      const { loadNativeAddon } = await import('../../daemon/native-fuse-adapter.js');
+      const { loadNativeAddon } = await import('../../daemon/fuse/native-fuse-adapter.js');
       try {
         loadNativeAddon();
         return undefined;

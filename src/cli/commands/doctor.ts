@@ -9,15 +9,13 @@
 
 import { Option, type Command } from 'commander';
 import { readFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { resolve } from 'node:path';
 import { DaemonUnreachableError } from '../../client/errors.js';
 import { KnowledgeClient } from '../../client/knowledge-client.js';
 import { isKnowledgeError } from '../../core/errors.js';
-import { defaultSocketPath } from '../../core/socket-path.js';
-import { parseDuration } from '../../core/units.js';
-import type { CliContext } from '../context.js';
-import type { CommandResult } from '../main.js';
+import { controlSocketPath } from '../../client/socket-path.js';
+import { parseDuration } from '../../core/text/units.js';
+import type { CliContext, CommandResult } from '../context.js';
 import { optionParser } from '../option-parser.js';
 import {
   checkDevFuse,
@@ -85,7 +83,8 @@ export async function runDoctor(o: DoctorOptions, env: NodeJS.ProcessEnv, probes
     await checkPermissions(probes),
     ...(await checkServer({ server, token: token.token, tokenSource: token.source, tokenError: token.error, timeoutMs })),
   ];
-  const socketPath = o.socket ?? defaultSocketPath(env, process.getuid?.() ?? -1, tmpdir());
+  // An empty --socket is checked as given (and fails), as `mount` refuses it.
+  const socketPath = o.socket === '' ? '' : controlSocketPath(o.socket, env);
   results.push(await checkDaemon(socketPath, timeoutMs));
   if (o.mountpoint !== undefined) results.push(await checkMountpoint(resolve(o.mountpoint), timeoutMs));
   return results;

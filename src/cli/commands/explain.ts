@@ -4,13 +4,12 @@
 // the stable form for tools.
 
 import type { Command } from 'commander';
-import { formatBytes, formatSizeFlag, parseSize } from '../../core/units.js';
+import { formatBytes, formatSizeFlag, parseSize } from '../../core/text/units.js';
 import { MOUNT_DEFAULTS } from '../../daemon/options.js';
 import type { ExplainResponse, ExplainScope } from '../../core/wire.js';
 import { adminRequest, adminToken } from '../admin-request.js';
-import type { CliContext } from '../context.js';
+import type { CliContext, CommandResult } from '../context.js';
 import { EXIT } from '../exit-codes.js';
-import type { CommandResult } from '../main.js';
 import { parsedOption } from '../option-parser.js';
 import { formatTable } from '../text-table.js';
 import { ADMIN_TOKEN_ENV } from '../token-file.js';

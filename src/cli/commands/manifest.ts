@@ -5,9 +5,8 @@
 // changed/deleted lists (reminder).
 
 import type { Command } from 'commander';
-import type { CliContext } from '../context.js';
+import type { CliContext, CommandResult } from '../context.js';
 import { EXIT } from '../exit-codes.js';
-import type { CommandResult } from '../main.js';
 import type { KnowledgeClient } from '../../client/knowledge-client.js';
 import { callDaemon, type SocketCommandOptions } from './socket-command.js';
 

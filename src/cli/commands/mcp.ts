@@ -7,13 +7,12 @@
 import { createRequire } from 'node:module';
 import { Option, type Command } from 'commander';
 import { KnowledgeClient } from '../../client/knowledge-client.js';
+import { controlSocketPath } from '../../client/socket-path.js';
 import { guidanceText } from '../../mcp/guidance.js';
 import { createKnowledgeMcpServer, type ReminderMode } from '../../mcp/knowledge-mcp-server.js';
 import { serveOverStdio } from '../../mcp/serve-stdio.js';
-import type { CliContext } from '../context.js';
+import type { CliContext, CommandResult } from '../context.js';
 import { EXIT } from '../exit-codes.js';
-import type { CommandResult } from '../main.js';
-import { resolveSocketPath } from './socket-command.js';
 
 interface McpOptions {
   socket?: string;
@@ -46,7 +45,7 @@ Examples:
     )
     .action(async (opts: McpOptions) => {
       const log = (line: string) => { ctx.stderr.write(`knowledgefs mcp: ${line}\n`); };
-      const client = new KnowledgeClient({ socketPath: resolveSocketPath(opts.socket, ctx), cwd: ctx.cwd });
+      const client = new KnowledgeClient({ socketPath: controlSocketPath(opts.socket, ctx.env), cwd: ctx.cwd });
       const fsTools = opts.fsTools === true;
       let instructions = guidanceText(fsTools);
       if (opts.instructions === 'manifest') {

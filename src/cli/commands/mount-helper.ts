@@ -10,8 +10,7 @@ import { resolve } from 'node:path';
 import { resolveGroup } from '../../daemon/group.js';
 import { HANDED_FUSE_FD, runMountHelper } from '../../daemon/mount-helper.js';
 import { resolveRunAsUser, type RunAsUser } from '../../daemon/run-as-user.js';
-import type { CliContext } from '../context.js';
-import type { CommandResult } from '../main.js';
+import type { CliContext, CommandResult } from '../context.js';
 import { optionParser } from '../option-parser.js';
 
 interface MountHelperFlags {

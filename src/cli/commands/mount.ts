@@ -10,23 +10,21 @@
 
 import { Option, type Command } from 'commander';
 import { resolve } from 'node:path';
-import { tmpdir } from 'node:os';
 import { KnowledgeError } from '../../core/errors.js';
-import { parseListenAddress } from '../../core/listen-address.js';
-import type { LogFormat } from '../../core/log-line.js';
+import { parseListenAddress } from '../../core/text/listen-address.js';
+import type { LogFormat } from '../../core/text/log-line.js';
 import { addLogOptions, startLogging } from '../log-sink.js';
-import { defaultSocketPath } from '../../core/socket-path.js';
-import { parseDuration, parseSize, formatDurationFlag, formatSizeFlag } from '../../core/units.js';
+import { controlSocketPath } from '../../client/socket-path.js';
+import { parseDuration, parseSize, formatDurationFlag, formatSizeFlag } from '../../core/text/units.js';
 import { keepYoungGenerationSmall } from '../../daemon/heap.js';
 import { resolveGroup } from '../../daemon/group.js';
-import { devFdMountpointProblem, parseFuseFd } from '../../daemon/handed-mount.js';
+import { devFdMountpointProblem, parseFuseFd } from '../../daemon/fuse/handed-mount.js';
 import { runMountDaemon } from '../../daemon/run-mount.js';
 import { MOUNT_DEFAULTS } from '../../daemon/options.js';
-import { DEFAULT_FUSE_BINDING, FUSE_BINDING_ENV, FUSE_BINDINGS, parseFuseBinding, type FuseBindingChoice } from '../../daemon/fuse-binding.js';
-import type { CliContext } from '../context.js';
-import { armStopDeadline } from '../../daemon/stop-deadline.js';
+import { DEFAULT_FUSE_BINDING, FUSE_BINDING_ENV, FUSE_BINDINGS, parseFuseBinding, type FuseBindingChoice } from '../../daemon/fuse/fuse-binding.js';
+import type { CliContext, CommandResult } from '../context.js';
+import { armStopDeadline } from '../stop-deadline.js';
 import { EXIT } from '../exit-codes.js';
-import type { CommandResult } from '../main.js';
 import { optionParser, parseOnOff, parsedOption } from '../option-parser.js';
 import { readTokenFile } from '../token-file.js';
 
@@ -142,7 +140,8 @@ Examples:
           grantTtlMs: flags.grantTtl,
           syncIntervalMs: flags.syncInterval,
           requestTimeoutMs: flags.requestTimeout,
-          socketPath: flags.socket ?? defaultSocketPath(ctx.env, process.getuid?.() ?? 0, tmpdir()),
+          // An empty --socket is kept, for validateMountOptions to refuse by name.
+          socketPath: flags.socket === '' ? '' : controlSocketPath(flags.socket, ctx.env),
           allowOther: flags.allowOther === true,
           group: flags.group,
           metricsListen,

@@ -1,5 +1,5 @@
 // `knowledgefs publish --data DIR --store s3://BUCKET/PREFIX`: uploads the
-// data directory as a new publication (src/store/publish.ts) and prints
+// data directory as a new publication (src/store/publication/publish.ts) and prints
 // what changed, scope by scope. Progress of long uploads goes to stderr
 // (one line a second, rewritten in place on a terminal); the summary to
 // stdout (`--json`: the whole result as one JSON object). Publishing an
@@ -7,13 +7,12 @@
 
 import type { Command } from 'commander';
 import { resolve } from 'node:path';
-import { formatBytes, formatSizeFlag, parseSize } from '../../core/units.js';
+import { formatBytes, formatSizeFlag, parseSize } from '../../core/text/units.js';
 import { DEFAULTS } from '../../server/options.js';
-import { publish, type PublishProgress, type PublishResult, type ScopeChange } from '../../store/publish.js';
-import { formatStoreUrl, parseStoreUrl } from '../../store/store-config.js';
-import type { CliContext } from '../context.js';
+import { publish, type PublishProgress, type PublishResult, type ScopeChange } from '../../store/publication/publish.js';
+import { formatStoreUrl, parseStoreUrl } from '../../store/objects/store-config.js';
+import type { CliContext, CommandResult } from '../context.js';
 import { EXIT } from '../exit-codes.js';
-import type { CommandResult } from '../main.js';
 import { parsedOption } from '../option-parser.js';
 import { STORE_ENVIRONMENT, addS3Options, openObjectStore, type StoreFlags } from '../store-flags.js';
 

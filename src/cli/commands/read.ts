@@ -8,9 +8,8 @@
 
 import type { Command } from 'commander';
 import { READ_OUTPUT_CAP, type ReadResult } from '../../client/knowledge-client.js';
-import type { CliContext } from '../context.js';
+import type { CliContext, CommandResult } from '../context.js';
 import { EXIT } from '../exit-codes.js';
-import type { CommandResult } from '../main.js';
 import { optionParser } from '../option-parser.js';
 import { callDaemon, parseCount, shellQuote, type SocketCommandOptions } from './socket-command.js';
 

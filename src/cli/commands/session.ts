@@ -7,9 +7,8 @@ import type { Command } from 'commander';
 import { KnowledgeError } from '../../core/errors.js';
 import { userNameError } from '../../core/user-name.js';
 import type { CreateSessionRequest, CreateSessionResponse } from '../../core/wire.js';
-import type { CliContext } from '../context.js';
+import type { CliContext, CommandResult } from '../context.js';
 import { EXIT, EXIT_FOR_CODE } from '../exit-codes.js';
-import type { CommandResult } from '../main.js';
 import { adminRequest, adminToken } from '../admin-request.js';
 import { ADMIN_TOKEN_ENV } from '../token-file.js';
 

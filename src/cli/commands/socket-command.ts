@@ -1,20 +1,13 @@
 // Shared bits of the commands that talk to the mount daemon's control socket
-// (`read`, `manifest`, `reminder`, `status`): the socket path rule, one call
+// (`read`, `manifest`, `reminder`, `status`): one call
 // through the client library with the --json error shape, count parsing and
 // shell quoting for hints.
 
-import { tmpdir } from 'node:os';
 import { KnowledgeClient } from '../../client/knowledge-client.js';
 import { KnowledgeError, isKnowledgeError } from '../../core/errors.js';
-import { defaultSocketPath } from '../../core/socket-path.js';
-import type { CliContext } from '../context.js';
+import { controlSocketPath } from '../../client/socket-path.js';
+import type { CliContext, CommandResult } from '../context.js';
 import { EXIT_FOR_CODE } from '../exit-codes.js';
-import type { CommandResult } from '../main.js';
-
-export function resolveSocketPath(flag: string | undefined, ctx: CliContext): string {
-  if (flag !== undefined && flag !== '') return flag;
-  return defaultSocketPath(ctx.env, process.getuid?.() ?? -1, tmpdir());
-}
 
 /** A non-negative integer in [min, max]. */
 export function parseCount(text: string, min: number, max = Number.MAX_SAFE_INTEGER): number {
@@ -43,7 +36,7 @@ export async function callDaemon<T>(
   opts: SocketCommandOptions,
   call: (client: KnowledgeClient) => Promise<T>,
 ): Promise<T | undefined> {
-  const client = new KnowledgeClient({ socketPath: resolveSocketPath(opts.socket, ctx), cwd: ctx.cwd });
+  const client = new KnowledgeClient({ socketPath: controlSocketPath(opts.socket, ctx.env), cwd: ctx.cwd });
   try {
     return await call(client);
   } catch (err) {

@@ -2,15 +2,14 @@
 // socket (same socket rule as `read`). The text form is one screen for a
 // person; --json prints the DaemonStatus as the socket answers it.
 //
-// Every number comes from the daemon's metrics registry (daemon/activity.ts),
+// Every number comes from the daemon's metrics registry (daemon/socket/activity.ts),
 // so it matches what `mount --metrics-listen` exports.
 
 import type { Command } from 'commander';
-import { formatBytes } from '../../core/units.js';
+import { formatBytes } from '../../core/text/units.js';
 import type { DaemonStatus } from '../../core/wire.js';
-import type { CliContext } from '../context.js';
+import type { CliContext, CommandResult } from '../context.js';
 import { EXIT } from '../exit-codes.js';
-import type { CommandResult } from '../main.js';
 import { formatTable } from '../text-table.js';
 import { callDaemon } from './socket-command.js';
 

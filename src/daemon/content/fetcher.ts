@@ -1,0 +1,222 @@
+// Verified file bytes for the filesystem and the prefetcher.
+//
+// Order: memory cache → disk cache (verified) → the control plane. Every
+// body from the network is checked against the plan's size and sha256
+// before it is cached or returned, so no reader ever sees a byte that does
+// not belong to the version the tree shows. Concurrent requests for one
+// sha256 share one fetch (coalescing); the in-flight map is bounded by the
+// number of distinct files being opened at once.
+//
+// A body that hashes to the server's own x-kfs-sha256 but not to the plan's
+// means the file changed after the plan was fetched: the new bytes are
+// cached under their own hash (they are valid content, just not this
+// version), the sync loop is asked to refresh, and this open fails with EIO
+// rather than serving bytes whose size the kernel does not know yet. Any
+// other mismatch is an `integrity` error (EIO, logged); a sync is asked for
+// then too, since a file that grew past the plan's size looks the same.
+//
+// `fetchBatch` (prefetch) brings many files of one scope in one request. Each
+// file it takes is registered as awaited-from-the-batch, so an open of it
+// while the batch is in flight waits for the batch instead of fetching it
+// again; files the batch does not deliver (the batch failed, was cut short,
+// or answered something not matching the plan) release their waiters to the
+// per-file path, so an open always gets the same answer it would without
+// batches. Verification is the same: plan size and sha256 before caching.
+
+import { KnowledgeError, isKnowledgeError } from '../../core/errors.js';
+import type { ContentCache } from './content-cache.js';
+import { sha256Hex } from '../../core/sha256.js';
+import type { ControlClient } from '../control-plane/control-client.js';
+
+/** What one `fetchBatch` did with its files. */
+export interface BatchOutcome {
+  /** Verified and cached from the batch. */
+  readonly fetched: readonly FileRef[];
+  /** Answered, but not usable: missing now, or changed since the plan (a sync is requested). */
+  readonly failed: readonly FileRef[];
+  /** Not asked for (already cached, on disk, or being fetched): use `get`. */
+  readonly skipped: readonly FileRef[];
+  /** Asked for but not answered because the batch failed: use `get` (or give up when `error` is a refusal). */
+  readonly unanswered: readonly FileRef[];
+  readonly error?: unknown;
+}
+
+interface BatchWaiter {
+  readonly ref: FileRef;
+  readonly promise: Promise<Buffer>;
+  resolve(value: Buffer | Promise<Buffer>): void;
+  reject(err: unknown): void;
+  /** Someone other than the batch awaits it (an open). */
+  wanted: boolean;
+}
+
+export interface FileRef {
+  readonly scope: string;
+  /** Path inside the scope. */
+  readonly scopePath: string;
+  readonly sha256: string;
+  readonly size: number;
+}
+
+export interface FetcherOptions {
+  readonly client: ControlClient;
+  readonly cache: ContentCache;
+  readonly log?: (line: string) => void;
+  /** The control plane has a newer version of `ref` than the tree. */
+  readonly onStale?: (ref: FileRef) => void;
+}
+
+export class ContentFetcher {
+  private readonly inflight = new Map<string, Promise<Buffer>>();
+  /** sha256 → files an in-flight batch will deliver. */
+  private readonly batchWaiting = new Map<string, BatchWaiter>();
+  private readonly log: (line: string) => void;
+  /** Running totals for metrics: requests by kind, failed ones, verified bytes, memory-cache lookups. */
+  fetches = 0;
+  batches = 0;
+  fetchErrors = 0;
+  batchErrors = 0;
+  fetchedBytes = 0;
+  hits = 0;
+  misses = 0;
+
+  constructor(private readonly opts: FetcherOptions) {
+    this.log = opts.log ?? (() => undefined);
+  }
+
+  /** Memory hit or undefined; never waits. */
+  cached(sha256: string): Buffer | undefined {
+    const hit = this.opts.cache.getMemory(sha256);
+    if (hit !== undefined) this.hits++;
+    return hit;
+  }
+
+  isCached(sha256: string): boolean {
+    return this.opts.cache.hasMemory(sha256);
+  }
+
+  get(ref: FileRef): Promise<Buffer> {
+    const hit = this.opts.cache.getMemory(ref.sha256);
+    if (hit !== undefined) {
+      this.hits++;
+      return Promise.resolve(hit);
+    }
+    this.misses++;
+    let pending = this.inflight.get(ref.sha256);
+    const waiter = pending === undefined ? this.batchWaiting.get(ref.sha256) : undefined;
+    if (waiter !== undefined) {
+      waiter.wanted = true;
+      return waiter.promise;
+    }
+    if (pending === undefined) {
+      pending = this.load(ref).finally(() => this.inflight.delete(ref.sha256));
+      this.inflight.set(ref.sha256, pending);
+    }
+    return pending;
+  }
+
+  /**
+   * Fetches `refs` (all of `scope`) in one batch request when the client can.
+   * Never throws: the outcome says what was fetched and what is left.
+   */
+  async fetchBatch(scope: string, refs: readonly FileRef[], signal?: AbortSignal): Promise<BatchOutcome> {
+    const batch = this.opts.client.batch?.bind(this.opts.client);
+    if (batch === undefined) return { fetched: [], failed: [], skipped: refs, unanswered: [] };
+    const { cache } = this.opts;
+    // Waiters are registered synchronously, before the first await: an open right after this call finds them.
+    const skipped: FileRef[] = [];
+    const waiters: BatchWaiter[] = [];
+    for (const ref of refs) {
+      const sha = ref.sha256;
+      if (ref.scope !== scope || cache.hasMemory(sha) || cache.hasDisk(sha) || this.inflight.has(sha) || this.batchWaiting.has(sha)) {
+        skipped.push(ref);
+        continue;
+      }
+      let resolve!: BatchWaiter['resolve'];
+      let reject!: BatchWaiter['reject'];
+      const promise = new Promise<Buffer>((res, rej) => {
+        resolve = res;
+        reject = rej;
+      });
+      promise.catch(() => undefined); // a rejection nobody awaits is not an error
+      const waiter: BatchWaiter = { ref, promise, resolve, reject, wanted: false };
+      this.batchWaiting.set(sha, waiter);
+      waiters.push(waiter);
+    }
+    if (waiters.length === 0) return { fetched: [], failed: [], skipped, unanswered: [] };
+    this.batches++;
+    const fetched: FileRef[] = [];
+    const failed: FileRef[] = [];
+    let answered = 0;
+    let error: unknown;
+    const maxFileBytes = waiters.reduce((m, w) => Math.max(m, w.ref.size), 0);
+    try {
+      for await (const item of batch(scope, waiters.map((w) => w.ref.scopePath), { maxFileBytes, signal })) {
+        const waiter = waiters[answered++] as BatchWaiter;
+        const { ref } = waiter;
+        this.batchWaiting.delete(ref.sha256);
+        const where = `${ref.scope}/${ref.scopePath}`;
+        if (item.missing) {
+          failed.push(ref);
+          this.opts.onStale?.(ref);
+          waiter.reject(new KnowledgeError('not_found', `no such file: ${where}`));
+        } else if (item.sha256 === ref.sha256 && item.body.length === ref.size) {
+          this.fetchedBytes += item.body.length;
+          cache.put(ref.sha256, item.body);
+          fetched.push(ref);
+          waiter.resolve(item.body);
+        } else {
+          // Verified against its own header: valid bytes of a newer version.
+          cache.put(item.sha256, item.body);
+          failed.push(ref);
+          this.opts.onStale?.(ref);
+          waiter.reject(new KnowledgeError('unavailable', `${where} changed on the control plane since the last plan; refreshing`));
+        }
+      }
+    } catch (err) {
+      error = err;
+      this.batchErrors++;
+    }
+    const unanswered: FileRef[] = [];
+    for (const waiter of waiters.slice(answered)) {
+      this.batchWaiting.delete(waiter.ref.sha256);
+      unanswered.push(waiter.ref);
+      // An open waiting on this file goes the per-file way now.
+      if (waiter.wanted) waiter.resolve(this.get(waiter.ref));
+      else waiter.reject(error);
+    }
+    return { fetched, failed, skipped, unanswered, ...(error !== undefined ? { error } : {}) };
+  }
+
+  private async load(ref: FileRef): Promise<Buffer> {
+    const fromDisk = await this.opts.cache.get(ref.sha256);
+    if (fromDisk !== undefined) return fromDisk;
+    this.fetches++;
+    let reply: Awaited<ReturnType<ControlClient['file']>>;
+    try {
+      reply = await this.opts.client.file(ref.scope, ref.scopePath, ref.size, ref.sha256);
+    } catch (err) {
+      this.fetchErrors++;
+      // More bytes than the plan says: most likely the file grew since the plan.
+      if (isKnowledgeError(err) && err.code === 'integrity') this.opts.onStale?.(ref);
+      throw err;
+    }
+    const { body, sha256: claimed } = reply;
+    const actual = reply.actual ?? sha256Hex(body);
+    if (actual === ref.sha256 && body.length === ref.size) {
+      this.fetchedBytes += body.length;
+      this.opts.cache.put(actual, body);
+      return body;
+    }
+    this.fetchErrors++;
+    const where = `${ref.scope}/${ref.scopePath}`;
+    if (claimed !== undefined && claimed === actual) {
+      this.opts.cache.put(actual, body);
+      this.opts.onStale?.(ref);
+      throw new KnowledgeError('unavailable', `${where} changed on the control plane since the last plan; refreshing`);
+    }
+    this.opts.onStale?.(ref);
+    this.log(`integrity: ${where}: received ${body.length} bytes with sha256 ${actual.slice(0, 12)}…, expected ${ref.size} bytes with ${ref.sha256.slice(0, 12)}…; refused`);
+    throw new KnowledgeError('integrity', `${where}: bytes from the control plane do not match the plan's sha256`);
+  }
+}

@@ -1,0 +1,79 @@
+// Per-scope open grants, cached for at most --grant-ttl.
+//
+// A grant is valid from the moment its request was *sent* (not answered)
+// for ttl milliseconds, so the cache never extends a decision past what the
+// control plane said at that time. ttl 0 asks on every open and never shares
+// an answer between opens. With ttl > 0, concurrent checks of one scope
+// share one request. A denial is never cached: the caller removes the scope.
+// The clock is injected so tests need no sleeps. Bounded: one entry per
+// scope in the tree, and `forget` drops a scope's entry.
+
+import type { ControlClient } from '../control-plane/control-client.js';
+
+export type Clock = () => number;
+
+export class GrantCache {
+  private readonly valid = new Map<string, number>();
+  private readonly inflight = new Map<string, Promise<void>>();
+  /** Grants asked of the control plane, and opens that used a fresh one instead (metrics). */
+  requests = 0;
+  reused = 0;
+
+  constructor(
+    private readonly client: Pick<ControlClient, 'grant'>,
+    private readonly ttlMs: number,
+    private readonly clock: Clock = Date.now,
+  ) {}
+
+  /** True when a grant for `scope` is still within its TTL. */
+  isFresh(scope: string): boolean {
+    const until = this.valid.get(scope);
+    return until !== undefined && this.clock() < until;
+  }
+
+  /** `isFresh`, counting a fresh grant as reused: for an open that skips `check`. */
+  reuse(scope: string): boolean {
+    const fresh = this.isFresh(scope);
+    if (fresh) this.reused++;
+    return fresh;
+  }
+
+  /** Resolves when `scope` may be opened now; rejects with the control plane's answer otherwise. */
+  check(scope: string): Promise<void> {
+    if (this.ttlMs <= 0) return this.ask(scope);
+    if (this.reuse(scope)) return Promise.resolve();
+    let pending = this.inflight.get(scope);
+    if (pending === undefined) {
+      pending = this.ask(scope).finally(() => this.inflight.delete(scope));
+      this.inflight.set(scope, pending);
+    }
+    return pending;
+  }
+
+  /** Records a grant learned another way (a successful file fetch is an authorised open). */
+  record(scope: string, askedAt: number): void {
+    if (this.ttlMs <= 0) return;
+    const until = askedAt + this.ttlMs;
+    if ((this.valid.get(scope) ?? 0) < until) this.valid.set(scope, until);
+  }
+
+  forget(scope: string): void {
+    this.valid.delete(scope);
+  }
+
+  forgetAll(): void {
+    this.valid.clear();
+  }
+
+  private async ask(scope: string): Promise<void> {
+    const askedAt = this.clock();
+    this.requests++;
+    try {
+      await this.client.grant(scope);
+    } catch (err) {
+      this.valid.delete(scope);
+      throw err;
+    }
+    this.record(scope, askedAt);
+  }
+}

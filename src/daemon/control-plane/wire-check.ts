@@ -1,0 +1,139 @@
+// Shape checks for what the control plane sends the daemon. A body that
+// parses as JSON but is not the promised shape is treated like garbage on the
+// wire (`unavailable`), never trusted: a bad plan must not become a bad tree.
+
+import { KnowledgeError } from '../../core/errors.js';
+import { packPathProblem } from '../../core/paths.js';
+import { planVersion, scopeVersion, type Plan, type PlanChanges, type PlanFile, type ScopeSnapshot, type UnchangedScope } from '../../core/session/plan.js';
+import { parseScope } from '../../core/scope.js';
+import { isSha256 } from '../../core/sha256.js';
+import type { CanLoadAnswer, CanLoadRefusal, CanLoadRequest, CanLoadResponse, GrantResponse, ManifestResponse, ReadPage, ReadResponse, ReminderResponse, SessionView } from '../../core/wire.js';
+
+/** Plain ASCII names, no `.`/`..` segment: valid without the full check (most paths, much faster). */
+const PLAIN_PATH = /^(?!\.\.?(?:\/|$))[\w.\- ]{1,255}(?:\/(?!\.\.?(?:\/|$))[\w.\- ]{1,255})*$/;
+
+export function pathOk(path: string): boolean {
+  return (path.length <= 4096 && PLAIN_PATH.test(path)) || packPathProblem(path) === null;
+}
+
+function bad(what: string): never {
+  throw new KnowledgeError('unavailable', `control plane sent an invalid ${what}`);
+}
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+const isCount = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
+const isStringArray = (v: unknown): v is string[] => Array.isArray(v) && v.every((x) => typeof x === 'string');
+
+function checkFile(v: unknown): PlanFile {
+  if (!isObject(v)) bad('plan (file entry)');
+  const { path, size, mtimeMs, sha256 } = v;
+  if (typeof path !== 'string' || !pathOk(path)) bad('plan (file path)');
+  if (!isCount(size)) bad('plan (file size)');
+  if (typeof mtimeMs !== 'number' || !Number.isFinite(mtimeMs) || mtimeMs < 0) bad('plan (file mtime)');
+  if (!isSha256(sha256)) bad('plan (file sha256)');
+  // The entry itself when it is already exact (the usual case): 100 000 copies are not free.
+  if (Number.isInteger(mtimeMs)) return v as unknown as PlanFile;
+  return { path, size, mtimeMs: Math.floor(mtimeMs), sha256 };
+}
+
+function checkScope(v: unknown): ScopeSnapshot {
+  if (!isObject(v)) bad('plan (scope)');
+  const { scope, version, totalBytes, files } = v;
+  if (typeof scope !== 'string' || parseScope(scope) === null) bad('plan (scope name)');
+  if (typeof version !== 'string' || !isCount(totalBytes) || !Array.isArray(files)) bad('plan (scope fields)');
+  const checked = files.map(checkFile);
+  // The version hashes every (path, sha256): a byte changed on the way (a
+  // flipped file name still parses) must not become a phantom entry.
+  if (scopeVersion(checked) !== version) bad('plan (scope version does not match its files)');
+  return { scope, version, totalBytes, files: checked };
+}
+
+export function checkPlan(v: unknown): Plan {
+  if (!isObject(v)) bad('plan');
+  const { sessionId, version, threshold, mode, mounted, scopes } = v;
+  if (typeof sessionId !== 'string' || typeof version !== 'string' || !isCount(threshold)) bad('plan (header)');
+  if (mode !== 'all-loadable' && mode !== 'bound-and-mounted') bad('plan (mode)');
+  if (!isStringArray(mounted) || !Array.isArray(scopes)) bad('plan (lists)');
+  const checked = scopes.map(checkScope);
+  if (planVersion(mode, checked, mounted) !== version) bad('plan (version does not match its scopes)');
+  return { sessionId, version, threshold, mode, mounted, scopes: checked };
+}
+
+function checkScopeOrStub(v: unknown): ScopeSnapshot | UnchangedScope {
+  if (!isObject(v) || v.unchanged === undefined) return checkScope(v);
+  const { scope, version, totalBytes, unchanged } = v;
+  if (unchanged !== true || typeof scope !== 'string' || parseScope(scope) === null) bad('plan (unchanged scope)');
+  if (!isSha256(version) || !isCount(totalBytes)) bad('plan (unchanged scope fields)');
+  return { scope, version, totalBytes, unchanged: true };
+}
+
+/** A plan whose scopes may be stubs (`unchanged`); the plan version still covers every scope's version. */
+export function checkPlanChanges(v: unknown): PlanChanges {
+  if (!isObject(v)) bad('plan');
+  const { sessionId, version, threshold, mode, mounted, scopes } = v;
+  if (typeof sessionId !== 'string' || typeof version !== 'string' || !isCount(threshold)) bad('plan (header)');
+  if (mode !== 'all-loadable' && mode !== 'bound-and-mounted') bad('plan (mode)');
+  if (!isStringArray(mounted) || !Array.isArray(scopes)) bad('plan (lists)');
+  const checked = scopes.map(checkScopeOrStub);
+  if (planVersion(mode, checked, mounted) !== version) bad('plan (version does not match its scopes)');
+  return { sessionId, version, threshold, mode, mounted, scopes: checked };
+}
+
+export function checkSession(v: unknown): SessionView {
+  if (!isObject(v)) bad('session');
+  const { sessionId, kind, creator, team, mounted } = v;
+  if (typeof sessionId !== 'string' || (kind !== 'team' && kind !== 'personal') || typeof creator !== 'string') bad('session');
+  if (team !== undefined && typeof team !== 'string') bad('session (team)');
+  if (!isStringArray(mounted)) bad('session (mounted)');
+  return team === undefined ? { sessionId, kind, creator, mounted } : { sessionId, kind, creator, team, mounted };
+}
+
+export function checkGrant(v: unknown, scope: string): GrantResponse {
+  if (!isObject(v) || v.allowed !== true || v.scope !== scope) bad('grant');
+  return { scope, allowed: true };
+}
+
+export function checkReadResponse(v: unknown): ReadResponse {
+  if (!isObject(v)) bad('read response');
+  const { path, sha256, size, contentBase64, page, mounted } = v;
+  if (typeof path !== 'string' || !isSha256(sha256) || !isCount(size)) bad('read response');
+  if (typeof mounted !== 'boolean') bad('read response');
+  if (page !== undefined) return { path, sha256, size, page: checkReadPage(page), mounted };
+  if (typeof contentBase64 !== 'string') bad('read response');
+  return { path, sha256, size, contentBase64, mounted };
+}
+
+const REFUSAL_CODES: readonly string[] = ['not_found', 'denied', 'membership_unavailable'];
+
+/** One answer per scope asked, in order: an answer about another scope, or a missing one, is garbage. */
+export function checkCanLoadResponse(v: unknown, req: CanLoadRequest): CanLoadResponse {
+  if (!isObject(v) || v.for !== req.for || !Array.isArray(v.answers) || v.answers.length !== req.scopes.length) bad('can-load answer');
+  const answers = v.answers.map((a: unknown, i): CanLoadAnswer => {
+    if (!isObject(a) || a.scope !== req.scopes[i]) bad('can-load answer');
+    const scope = req.scopes[i] as string;
+    if (a.allowed === true) return { scope, allowed: true };
+    const error = a.error;
+    if (a.allowed !== false || !isObject(error) || typeof error.code !== 'string' || !REFUSAL_CODES.includes(error.code) || typeof error.message !== 'string') bad('can-load answer');
+    return { scope, allowed: false, error: { code: error.code as CanLoadRefusal['code'], message: error.message } };
+  });
+  return { for: req.for, answers };
+}
+
+function checkReadPage(v: unknown): ReadPage {
+  if (!isObject(v)) bad('read response (page)');
+  const { content, offset, totalChars, contentSha256 } = v;
+  if (typeof content !== 'string' || !isCount(offset) || !isCount(totalChars) || !isSha256(contentSha256)) bad('read response (page)');
+  return { content, offset, totalChars, contentSha256 };
+}
+
+export function checkManifest(v: unknown): ManifestResponse {
+  if (!isObject(v) || typeof v.text !== 'string' || typeof v.sha256 !== 'string') bad('manifest');
+  return { text: v.text, sha256: v.sha256 };
+}
+
+export function checkReminder(v: unknown): ReminderResponse {
+  if (!isObject(v)) bad('reminder');
+  const { text, date, changed, deleted } = v;
+  if (typeof text !== 'string' || typeof date !== 'string' || !isStringArray(changed) || !isStringArray(deleted)) bad('reminder');
+  return { text, date, changed, deleted };
+}

@@ -1,0 +1,435 @@
+// The libfuse 3 binding: the only file that loads native/knowledgefs_fuse.c's
+// addon. Like fuse-adapter.ts, each request calls the filesystem core and
+// answers; there is no policy here beyond what the kernel's node ids need.
+//
+// Node ids are the tree's inode numbers (tree.ts): a file's id names one
+// version of its content, a directory's id lasts while its path stays a
+// directory. So:
+// - entries and attributes are cached by the kernel for an hour
+//   (NATIVE_CACHE_SEC) and dropped on every tree swap for exactly what changed
+//   (tree-changes.ts → notify_inval_entry / notify_inval_inode);
+// - `open` answers keep_cache: the kernel keeps a file's pages across opens,
+//   and a new version is a new inode with no pages yet;
+// - a descriptor held across a change stays on the inode it opened and
+//   keeps reading that version (the handle pins its bytes);
+// - every `open` still comes here and is authorised by the core. An open of
+//   an inode the tree has since replaced answers ESTALE, which makes the
+//   kernel look the path up again and retry once.
+// Directory listings are cached by the kernel too (cache_readdir) until the
+// directory's inode is invalidated.
+//
+// The kernel's lookup count per inode is kept here (`known`): a node id the
+// kernel holds resolves to its node even after the tree moved on, until the
+// kernel forgets it. Replies go out from this thread, possibly later (opens
+// that wait for the control plane); there is no per-operation timeout beyond
+// the core's --request-timeout.
+
+import { constants } from 'node:os';
+import { performance } from 'node:perf_hooks';
+import { createRequire } from 'node:module';
+import { fileURLToPath } from 'node:url';
+import { KnowledgeError } from '../../core/errors.js';
+import type { FuseOp } from '../../core/metrics.js';
+import { treeChanges } from '../../core/tree/tree-changes.js';
+import { parentPath, ROOT_INO, type DirNode, type NodeStat, type Tree, type TreeNode } from '../../core/tree/tree.js';
+import { ErrnoMapper } from './errno.js';
+import type { KnowledgeFilesystem } from '../filesystem.js';
+import type { FuseMount, FuseMountOptions } from './fuse-adapter.js';
+import { devFdPath } from './handed-mount.js';
+import { mountEntry } from './stale-mount.js';
+
+const E = constants.errno;
+
+/** Request kinds, as native/knowledgefs_fuse.c numbers them. */
+const OP = {
+  lookup: 1,
+  forget: 2,
+  getattr: 3,
+  open: 4,
+  read: 5,
+  release: 6,
+  opendir: 7,
+  readdir: 8,
+  releasedir: 9,
+  statfs: 10,
+  access: 11,
+  ended: 12,
+} as const;
+
+/** The metric name of each request kind (fuse-op-meter.ts). */
+const OP_KINDS: Readonly<Partial<Record<number, FuseOp>>> = {
+  [OP.lookup]: 'lookup',
+  [OP.getattr]: 'getattr',
+  [OP.open]: 'open',
+  [OP.read]: 'read',
+  [OP.release]: 'release',
+  [OP.opendir]: 'opendir',
+  [OP.readdir]: 'readdir',
+  [OP.releasedir]: 'releasedir',
+  [OP.statfs]: 'statfs',
+  [OP.access]: 'access',
+};
+
+type Handler = (op: number, req: number, ino: number, fh: number, a: number, b: number, extra: string | Float64Array | undefined) => void;
+
+export interface NativeAddon {
+  mount(mountpoint: string, options: string, handler: Handler): void;
+  unmount(): void;
+  unref(): void;
+  replyErr(req: number, errno: number): void;
+  replyEntry(req: number, ino: number, mode: number, size: number, mtimeMs: number, nlink: number, uid: number, gid: number, attrTimeout: number, entryTimeout: number): void;
+  replyAttr(req: number, ino: number, mode: number, size: number, mtimeMs: number, nlink: number, uid: number, gid: number, attrTimeout: number): void;
+  replyOpen(req: number, fh: number, keepCache: boolean, cacheDir: boolean): void;
+  replyBuf(req: number, data: Buffer): void;
+  replyDir(req: number, size: number, firstOffset: number, names: string[], inos: number[], modes: number[]): number;
+  replyStatfs(req: number, blocks: number, files: number): void;
+  invalEntry(parentIno: number, name: string): void;
+  invalInode(ino: number): void;
+}
+
+export const NATIVE_ADDON_PATH = fileURLToPath(new URL('../../../native/build/knowledgefs_fuse.node', import.meta.url));
+
+let addon: NativeAddon | undefined;
+
+/** Loads the addon; a KnowledgeError says why it can't (not built, libfuse3 missing). */
+export function loadNativeAddon(): NativeAddon {
+  if (addon === undefined) {
+    try {
+      addon = createRequire(import.meta.url)(NATIVE_ADDON_PATH) as NativeAddon;
+    } catch (err) {
+      const why = err instanceof Error ? err.message.split('\n')[0] : String(err);
+      throw new KnowledgeError(
+        'config',
+        `cannot load the libfuse 3 binding (${NATIVE_ADDON_PATH}): ${why}. ` +
+          'Build it with `npm run build:native` (needs gcc and libfuse3-dev; at run time libfuse3-3 and fuse3).',
+      );
+    }
+  }
+  return addon;
+}
+
+/** A node id per version: each version has its own page cache (fuse-binding.ts, changed-files.ts). */
+export const VERSIONS_SHARE_PAGE_CACHE = false;
+
+/** Default kernel cache time for entries and attributes: changes are pushed, so it can be long. */
+export const NATIVE_CACHE_SEC = 3600;
+/** Most time the unmount waits for the kernel to close the session before letting the process go. */
+const UNMOUNT_WAIT_MS = 2000;
+/** Smallest directory entry libfuse writes (24-byte header + name padded to 8). */
+const MIN_DIRENT = 32;
+
+interface Known {
+  node: TreeNode;
+  lookups: number;
+}
+
+interface OpenDir {
+  readonly dir: DirNode;
+  readonly tree: Tree;
+  readonly parentIno: number;
+}
+
+function childPath(dir: string, name: string): string {
+  return dir === '/' ? `/${name}` : `${dir}/${name}`;
+}
+
+export interface NativeMountOptions extends FuseMountOptions {
+  /** The tree the core serves from, read at every request. */
+  readonly tree: () => Tree;
+  /** Serve this already-mounted /dev/fuse descriptor (handed-mount.ts) instead of mounting. */
+  readonly fuseFd?: number | undefined;
+}
+
+export class NativeFuseSession implements FuseMount {
+  private readonly known = new Map<number, Known>();
+  private readonly dirs = new Map<number, OpenDir>();
+  private nextDirHandle = 1;
+  private readonly errors: ErrnoMapper;
+  private readonly cacheSec: number;
+  private readonly ended: Promise<void>;
+  private markEnded!: () => void;
+  private unmounted: Promise<void> | undefined;
+  /** Set once the kernel has closed the session (after our unmount, or a detach underneath us). */
+  private hasEnded = false;
+  private mountpoint = '';
+
+  constructor(
+    private readonly native: NativeAddon,
+    private readonly fs: KnowledgeFilesystem,
+    private readonly opts: NativeMountOptions,
+  ) {
+    this.errors = new ErrnoMapper(opts.log);
+    this.cacheSec = opts.attrTimeoutSec ?? NATIVE_CACHE_SEC;
+    this.ended = new Promise((resolve) => (this.markEnded = resolve));
+  }
+
+  mount(mountpoint: string): void {
+    this.mountpoint = mountpoint;
+    const options = ['fsname=knowledgefs', 'subtype=knowledgefs'];
+    if (this.opts.allowOther === true) options.push('allow_other');
+    if (this.opts.defaultPermissions === true) options.push('default_permissions');
+    // A handed-over descriptor: libfuse serves `/dev/fd/N` as it is (the kernel options were the mounter's).
+    const target = this.opts.fuseFd === undefined ? mountpoint : devFdPath(this.opts.fuseFd);
+    try {
+      this.native.mount(target, options.join(','), (op, req, ino, fh, a, b, extra) => this.dispatch(op, req, ino, fh, a, b, extra));
+    } catch (err) {
+      throw new KnowledgeError('config', `cannot mount ${mountpoint}: ${err instanceof Error ? err.message : String(err)}`);
+    }
+  }
+
+  /** Tells the kernel what changed between two trees (queued; sent from the addon's own thread). */
+  treeChanged(before: Tree, after: Tree): void {
+    const changes = treeChanges(before, after);
+    for (const e of changes.entries) if (this.kernelHolds(e.parentIno)) this.native.invalEntry(e.parentIno, e.name);
+    for (const ino of changes.dirs) if (this.kernelHolds(ino)) this.native.invalInode(ino);
+  }
+
+  /** The kernel may have cached something of `ino`: the root, or a node id it looked up and has not forgotten. */
+  private kernelHolds(ino: number): boolean {
+    return ino === ROOT_INO || this.known.has(ino);
+  }
+
+  unmount(): Promise<void> {
+    this.unmounted ??= this.detach();
+    return this.unmounted;
+  }
+
+  private async detach(): Promise<void> {
+    if (this.opts.fuseFd !== undefined) return this.release();
+    // Detached underneath us (fusermount -uz, a container runtime): said once, and nothing left to wait for
+    // once the kernel has closed the session (it may not have told us yet).
+    if (this.hasEnded || (await mountEntry(this.mountpoint)) === undefined) {
+      this.opts.log(`${this.mountpoint} was already detached; stopping`);
+      if (this.hasEnded) return;
+    }
+    this.native.unmount();
+    // A reader still holding a file keeps the kernel's session open after a lazy unmount; don't wait for it forever.
+    let timer: NodeJS.Timeout | undefined;
+    const gaveUp = new Promise<void>((resolve) => {
+      timer = setTimeout(() => {
+        this.native.unref();
+        resolve();
+      }, UNMOUNT_WAIT_MS);
+    });
+    await Promise.race([this.ended, gaveUp]);
+    clearTimeout(timer);
+  }
+
+  /**
+   * Stop serving a mount this process did not make. It cannot unmount (no
+   * privilege, and libfuse's unmount of a `/dev/fd/N` session does nothing):
+   * the descriptor closes when the process exits, and whoever mounted
+   * detaches the mount point (mount-helper does, once this process exits).
+   */
+  private release(): Promise<void> {
+    if (!this.hasEnded) {
+      this.native.unmount(); // ends the session loop at its next request
+      this.native.unref();
+    }
+    return Promise.resolve();
+  }
+
+  private dispatch(op: number, req: number, ino: number, fh: number, a: number, b: number, extra: string | Float64Array | undefined): void {
+    const started = this.opts.meter === undefined ? 0 : performance.now();
+    let code: number | undefined;
+    try {
+      code = this.answer(op, req, ino, fh, a, b, extra);
+    } catch (err) {
+      const errno = this.errors.toErrno(err);
+      if (req === 0) return; // FORGET and the session's end have no one to answer
+      this.native.replyErr(req, errno);
+      code = -errno;
+    }
+    if (code !== undefined) this.count(op, started, code);
+  }
+
+  /** Records one answered request (metrics); FORGET and the end of the session are not requests. */
+  private count(op: number, started: number, code: number): void {
+    const kind = OP_KINDS[op];
+    if (kind !== undefined) this.opts.meter?.done(kind, started, code);
+  }
+
+  /**
+   * Answers one request: 0 or -errno once answered, undefined when the
+   * answer comes later (and is counted then) or there is none to send.
+   */
+  private answer(op: number, req: number, ino: number, fh: number, a: number, b: number, extra: string | Float64Array | undefined): number | undefined {
+    switch (op) {
+      case OP.lookup:
+        return this.lookup(req, ino, extra as string);
+      case OP.forget:
+        this.forget(extra as Float64Array);
+        return undefined;
+      case OP.getattr:
+        this.replyAttr(req, this.nodeOf(ino).stat);
+        return 0;
+      case OP.open:
+        return this.open(req, ino, a);
+      case OP.read:
+        this.native.replyBuf(req, this.fs.slice(fh, a, b));
+        return 0;
+      case OP.release:
+        this.fs.release(fh);
+        this.native.replyErr(req, 0);
+        return 0;
+      case OP.opendir:
+        this.opendir(req, ino);
+        return 0;
+      case OP.readdir:
+        this.readdir(req, fh, a, b);
+        return 0;
+      case OP.releasedir:
+        this.dirs.delete(fh);
+        this.native.replyErr(req, 0);
+        return 0;
+      case OP.statfs: {
+        const s = this.fs.statfs();
+        this.native.replyStatfs(req, s.blocks, s.files);
+        return 0;
+      }
+      case OP.access:
+        this.fs.access(this.nodeOf(ino).path, a);
+        this.native.replyErr(req, 0);
+        return 0;
+      case OP.ended:
+        if (this.unmounted === undefined) {
+          // A handed-over mount is detached by its mounter first when it stops (mount-helper), then this process is signalled.
+          const by = this.opts.fuseFd === undefined ? 'the mount was detached' : 'the process that mounted it detached the mount';
+          this.opts.log(`${this.mountpoint}: the kernel closed the FUSE session (${by}); file operations there now fail`);
+        }
+        this.hasEnded = true;
+        this.known.clear();
+        this.dirs.clear();
+        this.markEnded();
+        return undefined;
+      default:
+        this.native.replyErr(req, E.ENOSYS);
+        return -E.ENOSYS;
+    }
+  }
+
+  /** The node behind a node id the kernel holds: the current one for a directory still there, else the one it was given. */
+  private nodeOf(ino: number): TreeNode {
+    const tree = this.opts.tree();
+    if (ino === ROOT_INO) return tree.get('/') as TreeNode;
+    const held = this.known.get(ino);
+    if (held === undefined) throw new KnowledgeError('not_found', `unknown node id ${ino}`);
+    if (held.node.kind === 'dir') {
+      const now = tree.get(held.node.path);
+      if (now?.kind === 'dir' && now.stat.ino === ino) held.node = now;
+    }
+    return held.node;
+  }
+
+  /** The directory behind `ino` if the current tree still has it. */
+  private currentDir(ino: number): DirNode {
+    const node = this.nodeOf(ino);
+    const now = this.opts.tree().get(node.path);
+    if (now === undefined || now.stat.ino !== ino) throw new KnowledgeError('not_found', `no such directory: ${node.path}`);
+    if (now.kind !== 'dir') throw new KnowledgeError('not_found', `not a directory: ${node.path}`);
+    return now;
+  }
+
+  private lookup(req: number, parentIno: number, name: string): number {
+    const dir = this.currentDir(parentIno);
+    const node = this.opts.tree().get(childPath(dir.path, name));
+    if (node === undefined) {
+      // A cached "no such entry": a later tree that adds the name invalidates it.
+      this.native.replyEntry(req, 0, 0, 0, 0, 0, 0, 0, 0, this.cacheSec);
+      return -E.ENOENT;
+    }
+    const s = node.stat;
+    const held = this.known.get(s.ino);
+    if (held === undefined) this.known.set(s.ino, { node, lookups: 1 });
+    else {
+      held.node = node;
+      held.lookups++;
+    }
+    this.native.replyEntry(req, s.ino, s.mode, s.size, s.mtime, s.nlink, s.uid, s.gid, this.cacheSec, this.cacheSec);
+    return 0;
+  }
+
+  private forget(pairs: Float64Array): void {
+    for (let i = 0; i + 1 < pairs.length; i += 2) {
+      const ino = pairs[i]!;
+      const held = this.known.get(ino);
+      if (held === undefined) continue;
+      held.lookups -= pairs[i + 1]!;
+      if (held.lookups <= 0) this.known.delete(ino);
+    }
+  }
+
+  private replyAttr(req: number, s: NodeStat): void {
+    this.native.replyAttr(req, s.ino, s.mode, s.size, s.mtime, s.nlink, s.uid, s.gid, this.cacheSec);
+  }
+
+  private open(req: number, ino: number, flags: number): number | undefined {
+    const node = this.nodeOf(ino);
+    const now = this.opts.tree().get(node.path);
+    if (now === undefined || now.stat.ino !== ino) {
+      // The path moved on since the kernel looked it up: it looks it up again and retries.
+      this.native.replyErr(req, E.ESTALE);
+      return -E.ESTALE;
+    }
+    const opened = this.fs.open(node.path, flags);
+    if (typeof opened === 'number') {
+      this.native.replyOpen(req, opened, true, false);
+      return 0;
+    }
+    const started = this.opts.meter === undefined ? 0 : performance.now();
+    opened.then(
+      (fh) => {
+        this.native.replyOpen(req, fh, true, false);
+        this.count(OP.open, started, 0);
+      },
+      (err: unknown) => {
+        const errno = this.errors.toErrno(err);
+        this.native.replyErr(req, errno);
+        this.count(OP.open, started, -errno);
+      },
+    );
+    return undefined;
+  }
+
+  private opendir(req: number, ino: number): void {
+    const dir = this.currentDir(ino);
+    const fh = this.nextDirHandle;
+    this.nextDirHandle = fh >= 0x3fffffff ? 1 : fh + 1;
+    const tree = this.opts.tree();
+    const parent = ino === ROOT_INO ? undefined : tree.get(parentPath(dir.path));
+    this.dirs.set(fh, { dir, tree, parentIno: parent?.stat.ino ?? ROOT_INO });
+    this.native.replyOpen(req, fh, false, true);
+  }
+
+  /** Offsets: 0 is ".", 1 is "..", 2 + i is the i-th name. */
+  private readdir(req: number, fh: number, size: number, offset: number): void {
+    const open = this.dirs.get(fh);
+    if (open === undefined) throw new KnowledgeError('not_found', `bad directory handle ${fh}`);
+    const { dir, tree } = open;
+    const names: string[] = [];
+    const inos: number[] = [];
+    const modes: number[] = [];
+    const most = Math.ceil(size / MIN_DIRENT);
+    const total = dir.names.length + 2;
+    for (let i = offset; i < total && names.length < most; i++) {
+      if (i < 2) {
+        names.push(i === 0 ? '.' : '..');
+        inos.push(i === 0 ? dir.stat.ino : open.parentIno);
+        modes.push(dir.stat.mode);
+        continue;
+      }
+      const name = dir.names[i - 2]!;
+      const child = tree.get(childPath(dir.path, name));
+      names.push(name);
+      inos.push(child?.stat.ino ?? 0);
+      modes.push(child?.stat.mode ?? 0);
+    }
+    this.native.replyDir(req, size, offset, names, inos, modes);
+  }
+}
+
+export async function mountNativeFuse(mountpoint: string, fs: KnowledgeFilesystem, opts: NativeMountOptions): Promise<NativeFuseSession> {
+  const session = new NativeFuseSession(loadNativeAddon(), fs, opts);
+  session.mount(mountpoint);
+  return session;
+}

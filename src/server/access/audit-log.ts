@@ -1,0 +1,113 @@
+// The audit trail: one JSON line per CanLoadScope decision, with the trace
+// that explains it. The token never appears here (sessions are named by id).
+// Lines are appended through one stream in order; `flush()` resolves once
+// everything written so far reached the file.
+//
+// Rotation follows the logrotate convention: rename the file, then send the
+// control plane SIGHUP; `reopen()` opens the path anew (creating it, 0600) and
+// closes the old stream once what was written to it has reached the renamed
+// file. No line is lost or split between the two.
+
+import { createWriteStream, mkdirSync, type WriteStream } from 'node:fs';
+import { dirname } from 'node:path';
+import type { Decision, MembershipAnswer } from '../../core/session/policy.js';
+import type { ResourceKind } from '../../core/wire.js';
+
+/**
+ * plan|open|read|mount from DESIGN.md; manifest|reminder check what those
+ * routes advertise; explain is an operator asking why (GET /v1/admin/explain);
+ * knowledge|skill|tool|agent is a harness asking before it offers a
+ * resource of that kind (POST /v1/can-load).
+ */
+export type AuditAction = 'plan' | 'open' | 'read' | 'mount' | 'manifest' | 'reminder' | 'explain' | ResourceKind;
+
+export interface AuditRecord {
+  readonly time: string;
+  readonly session: string;
+  readonly kind: string;
+  readonly creator: string;
+  readonly team: string | null;
+  readonly scope: string;
+  readonly action: AuditAction;
+  readonly rule: string;
+  /** The membership answer the decision rested on (or the error); null when none was needed. */
+  readonly membership: MembershipAnswer | null;
+  readonly result: 'allow' | 'deny';
+  /** The request the decision was made for (its `x-request-id`), null outside a request. */
+  readonly requestId: string | null;
+}
+
+export interface AuditSink {
+  append(record: AuditRecord): void;
+  flush(): Promise<void>;
+  /** Opens the file again by its path (after a rotation renamed it); a sink without a file does nothing. */
+  reopen(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export function toAuditRecord(
+  time: string,
+  session: { id: string; kind: string; creator: string; team?: string | undefined },
+  action: AuditAction,
+  decision: Decision,
+  requestId?: string,
+): AuditRecord {
+  return {
+    time,
+    session: session.id,
+    kind: session.kind,
+    creator: session.creator,
+    team: session.team ?? null,
+    scope: decision.scope,
+    action,
+    rule: decision.rule,
+    membership: decision.membership ?? null,
+    result: decision.allowed ? 'allow' : 'deny',
+    requestId: requestId ?? null,
+  };
+}
+
+export function fileAuditSink(file: string, log: (line: string) => void): AuditSink {
+  mkdirSync(dirname(file), { recursive: true, mode: 0o700 });
+  let failed = false;
+  const open = (): WriteStream => {
+    const s = createWriteStream(file, { flags: 'a', mode: 0o600 });
+    s.on('error', (err) => {
+      if (!failed) log(`audit log ${file}: ${err.message}`);
+      failed = true;
+    });
+    return s;
+  };
+  let stream = open();
+  return {
+    reopen() {
+      const old = stream;
+      failed = false;
+      stream = open();
+      return new Promise((resolve) => old.end(() => resolve()));
+    },
+    append(record) {
+      stream.write(`${JSON.stringify(record)}\n`);
+    },
+    flush() {
+      return new Promise((resolve) => {
+        if (stream.writableLength === 0) resolve();
+        else stream.write('', () => resolve());
+      });
+    },
+    close() {
+      return new Promise((resolve) => stream.end(() => resolve()));
+    },
+  };
+}
+
+export function memoryAuditSink(): AuditSink & { readonly records: AuditRecord[] } {
+  const records: AuditRecord[] = [];
+  return {
+    records,
+    append: (r) => void records.push(r),
+    flush: async () => undefined,
+    reopen: async () => undefined,
+    close: async () => undefined,
+  };
+}

@@ -1,0 +1,155 @@
+// The thin node:http layer: raw request → ApiRequest, ApiResponse → bytes.
+// Keeps the path percent-encoded (never `new URL`, which would resolve `..`),
+// caps bodies at maxBodyBytes (413), never sends a Date header (so two
+// answers that must be identical are byte-identical), and aborts in-flight
+// long-polls when the client leaves or the server closes. Every answered
+// request is counted and timed by route template (the router's httpRouteOf), from
+// arrival to the last byte handed to the socket. Every answer carries the
+// request's `x-request-id` (core/request-id.ts).
+
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { performance } from 'node:perf_hooks';
+import type { Log } from '../../core/text/log-line.js';
+import { acceptRequestId, newRequestId, REQUEST_ID_HEADER } from '../../core/request-id.js';
+import { CONTROL_PLANE_METRICS as M, NO_METRICS, statusClass, type MetricsRecorder } from '../../core/metrics.js';
+import { errorResponse, type ApiRequest, type ApiResponse } from './api.js';
+import { httpRouteOf, type Handler } from './router.js';
+
+export interface HttpAdapterOptions {
+  readonly maxBodyBytes: number;
+  readonly log: Log;
+  readonly metrics?: MetricsRecorder;
+}
+
+function splitUrl(url: string): { rawPath: string; query: URLSearchParams } {
+  const q = url.indexOf('?');
+  return { rawPath: q < 0 ? url : url.slice(0, q), query: new URLSearchParams(q < 0 ? '' : url.slice(q + 1)) };
+}
+
+/** Counts the request in flight now, and by route and status once its answer is sent. */
+function meter(req: IncomingMessage, res: ServerResponse, metrics: MetricsRecorder): void {
+  const started = performance.now();
+  const { rawPath, query } = splitUrl(req.url ?? '/');
+  const route = httpRouteOf(req.method ?? 'GET', rawPath, query);
+  metrics.add(M.httpInFlight, {}, 1);
+  res.on('close', () => {
+    metrics.add(M.httpInFlight, {}, -1);
+    // A client that left before its answer was sent has no status to count.
+    if (!res.writableFinished) return;
+    metrics.inc(M.httpRequests, { route, status_class: statusClass(res.statusCode) });
+    metrics.observe(M.httpDuration, { route }, (performance.now() - started) / 1000);
+  });
+}
+
+function write(res: ServerResponse, response: ApiResponse, headOnly = false, closing = false): void {
+  if (res.headersSent || res.destroyed) return;
+  res.sendDate = false;
+  // Shutting down: answer, then close the connection instead of keeping it alive.
+  if (closing) res.shouldKeepAlive = false;
+  const body = typeof response.body === 'string' ? Buffer.from(response.body, 'utf8') : response.body;
+  res.statusCode = response.status;
+  for (const [name, value] of Object.entries(response.headers)) res.setHeader(name, value);
+  if (response.status !== 304 && response.status !== 204) res.setHeader('content-length', body.length);
+  res.end(headOnly || response.status === 304 || response.status === 204 ? undefined : body);
+}
+
+/** A streamed answer: waits for `drain` between chunks; stops when the client leaves; cuts the socket on error. */
+async function writeStream(res: ServerResponse, response: ApiResponse, stream: AsyncIterable<Buffer>, log: (line: string) => void, closing: boolean): Promise<void> {
+  if (res.headersSent || res.destroyed) return;
+  res.sendDate = false;
+  if (closing) res.shouldKeepAlive = false;
+  res.statusCode = response.status;
+  for (const [name, value] of Object.entries(response.headers)) res.setHeader(name, value);
+  try {
+    for await (const chunk of stream) {
+      if (res.destroyed) break;
+      if (!res.write(chunk)) {
+        await new Promise<void>((resolve) => {
+          const done = () => {
+            res.off('drain', done);
+            res.off('close', done);
+            resolve();
+          };
+          res.on('drain', done);
+          res.on('close', done);
+        });
+      }
+    }
+    if (!res.destroyed) res.end();
+  } catch (err) {
+    log(`streamed answer failed, connection cut: ${err instanceof Error ? err.message : String(err)}`);
+    res.destroy();
+  }
+}
+
+function readBody(req: IncomingMessage, max: number): Promise<Buffer | 'too-large'> {
+  return new Promise((resolve, reject) => {
+    const declared = Number(req.headers['content-length'] ?? '0');
+    if (declared > max) {
+      req.resume();
+      resolve('too-large');
+      return;
+    }
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let done = false;
+    req.on('data', (chunk: Buffer) => {
+      if (done) return;
+      size += chunk.length;
+      if (size > max) {
+        done = true;
+        resolve('too-large');
+        return;
+      }
+      chunks.push(chunk);
+    });
+    req.on('end', () => {
+      if (!done) resolve(Buffer.concat(chunks));
+    });
+    req.on('error', reject);
+  });
+}
+
+export function createHttpServer(handler: Handler, options: HttpAdapterOptions, shutdown: AbortSignal): Server {
+  const metrics = options.metrics ?? NO_METRICS;
+  return createServer(async (req, res) => {
+    res.sendDate = false;
+    meter(req, res, metrics);
+    const requestId = acceptRequestId(req.headers[REQUEST_ID_HEADER]) ?? newRequestId('kfs');
+    res.setHeader(REQUEST_ID_HEADER, requestId);
+    const controller = new AbortController();
+    const onShutdown = () => controller.abort();
+    shutdown.addEventListener('abort', onShutdown, { once: true });
+    res.on('close', () => {
+      // Only a client that left early needs its long-poll ended.
+      if (!res.writableFinished) controller.abort();
+      shutdown.removeEventListener('abort', onShutdown);
+    });
+    try {
+      const body = await readBody(req, options.maxBodyBytes);
+      if (body === 'too-large') {
+        res.setHeader('connection', 'close');
+        write(res, errorResponse('too_large', `request body larger than ${options.maxBodyBytes} bytes`));
+        return;
+      }
+      const { rawPath, query } = splitUrl(req.url ?? '/');
+      const apiRequest: ApiRequest = {
+        method: req.method ?? 'GET',
+        rawPath,
+        query,
+        authorization: req.headers.authorization,
+        ifNoneMatch: req.headers['if-none-match'],
+        body,
+        signal: controller.signal,
+        requestId,
+      };
+      const isHead = apiRequest.method === 'HEAD';
+      const response = await handler(isHead ? { ...apiRequest, method: 'GET' } : apiRequest);
+      if (response.stream !== undefined && !isHead) await writeStream(res, response, response.stream, options.log, shutdown.aborted);
+      else write(res, response, isHead, shutdown.aborted);
+    } catch (err) {
+      options.log(`request ${requestId} failed: ${err instanceof Error ? err.message : String(err)}`, { level: 'error', requestId });
+      write(res, errorResponse('internal', 'internal error (logged by the control plane)'));
+    }
+  });
+}

@@ -1,0 +1,168 @@
+// GET /v1/plan: the scopes a session's mount materialises.
+//
+// Loadable = account + every team CanLoadScope allows (bound team; for
+// personal sessions the creator's teams that have packs; mounted teams only
+// while still allowed). ETag is `"<plan.version>"`; a matching If-None-Match
+// is 304, held up to `wait` seconds (long-poll) and answered 200 as soon as
+// the plan changes. A waiting long-poll recomputes its plan when woken by a
+// change (plan-wakeups.ts) and every --membership-recheck; the membership
+// service is asked at most once per --membership-recheck per long-poll, and a
+// session holds at most --max-long-polls at once (429 beyond). So one session
+// causes at most max-long-polls × (1 + wait / membership-recheck) lookups per
+// wait, and a revoked membership reaches a waiting plan within one re-check.
+// Decisions are audited when a plan is handed out (200);
+// 304s hand nothing out and write nothing, which keeps polling cheap.
+// Scope JSON is cached per snapshot so large plans are not re-serialized for
+// every runner.
+//
+// `known=scope:version-prefix,…` names the scopes the daemon already holds:
+// each of them still at that version is sent as a stub without files
+// (`"unchanged": true`), so a plan that changed in one scope (a new mount, an
+// edit) costs that scope, not the whole plan. Nothing else depends on it: the
+// version, ETag and long-poll are the full plan's.
+
+import { KnowledgeError } from '../../core/errors.js';
+import { CONTROL_PLANE_METRICS } from '../../core/metrics.js';
+import type { ErrorBody } from '../../core/wire.js';
+import type { Decision } from '../../core/session/policy.js';
+import { buildPlan, KNOWN_VERSION_PREFIX, snapshotScope, type Plan, type ScopeSnapshot, type UnchangedScope } from '../../core/session/plan.js';
+import { parseScope, teamScope } from '../../core/scope.js';
+import { empty, jsonResponse, rawJsonResponse, type ApiRequest, type ApiResponse } from './api.js';
+import { audit, boundScopes, decider, type RouteContext } from '../context.js';
+import { recheckedMembership, type MembershipSource } from '../access/membership.js';
+import type { SessionRecord } from '../state/session-state.js';
+
+export const DEFAULT_PLAN_THRESHOLD = 256 * 1024 * 1024;
+
+const scopeJson = new WeakMap<ScopeSnapshot, string>();
+
+function serializePlan(plan: Plan, known: ReadonlyMap<string, string>): string {
+  const scopes = plan.scopes.map((s) => {
+    const prefix = known.get(s.scope);
+    if (prefix !== undefined && s.version.startsWith(prefix)) {
+      return JSON.stringify({ scope: s.scope, version: s.version, totalBytes: s.totalBytes, unchanged: true } satisfies UnchangedScope);
+    }
+    let json = scopeJson.get(s);
+    if (json === undefined) {
+      json = JSON.stringify(s);
+      scopeJson.set(s, json);
+    }
+    return json;
+  });
+  const head = JSON.stringify({
+    sessionId: plan.sessionId,
+    version: plan.version,
+    threshold: plan.threshold,
+    mode: plan.mode,
+    mounted: plan.mounted,
+  });
+  return `${head.slice(0, -1)},"scopes":[${scopes.join(',')}]}`;
+}
+
+export async function computePlan(
+  ctx: RouteContext,
+  session: SessionRecord,
+  threshold: number,
+  membership?: MembershipSource,
+): Promise<{ plan: Plan; decisions: Decision[] }> {
+  const { decide } = decider(ctx, session, membership);
+  const candidates = new Map<string, ScopeSnapshot>();
+  for (const s of ctx.store.scopes()) candidates.set(s.scope, s);
+  // Account and the bound team are always in a plan, empty when they have no pack yet.
+  for (const scope of boundScopes(session)) if (!candidates.has(scope)) candidates.set(scope, snapshotScope(scope, []));
+  for (const team of session.mounted) {
+    const scope = teamScope(team);
+    if (!candidates.has(scope)) candidates.set(scope, snapshotScope(scope, []));
+  }
+  const decisions: Decision[] = [];
+  const loadable: ScopeSnapshot[] = [];
+  const allowed = new Set<string>();
+  for (const [scope, snapshot] of candidates) {
+    const d = await decide(scope, 'plan', true);
+    decisions.push(d);
+    if (!d.allowed) continue;
+    allowed.add(scope);
+    loadable.push(snapshot);
+  }
+  const mounted = session.mounted.filter((t) => allowed.has(teamScope(t)));
+  const plan = buildPlan({ sessionId: session.id, threshold, loadable, boundTeam: session.team, mounted });
+  return { plan, decisions };
+}
+
+export function parseThreshold(text: string | null): number {
+  if (text === null) return DEFAULT_PLAN_THRESHOLD;
+  if (!/^\d{1,16}$/.test(text)) throw new KnowledgeError('invalid_argument', `threshold must be a number of bytes, got "${text}"`);
+  return Number(text);
+}
+
+function parseWait(text: string | null, maxMs: number): number {
+  if (text === null) return 0;
+  if (!/^\d+(\.\d+)?$/.test(text)) throw new KnowledgeError('invalid_argument', `wait must be a number of seconds, got "${text}"`);
+  return Math.min(Number(text) * 1000, maxMs);
+}
+
+const KNOWN_ENTRY = new RegExp(`^([^:]+):([0-9a-f]{${KNOWN_VERSION_PREFIX},64})$`);
+
+/** `known=` → scope → version prefix. */
+function parseKnown(text: string | null): Map<string, string> {
+  const known = new Map<string, string>();
+  if (text === null || text === '') return known;
+  for (const item of text.split(',')) {
+    const m = KNOWN_ENTRY.exec(item);
+    if (m === null || parseScope(m[1] as string) === null) {
+      throw new KnowledgeError('invalid_argument', `known must list scope:version pairs like "account:${'0'.repeat(KNOWN_VERSION_PREFIX)}" (at least ${KNOWN_VERSION_PREFIX} hex digits), got "${item.slice(0, 100)}"`);
+    }
+    known.set(m[1] as string, m[2] as string);
+  }
+  return known;
+}
+
+function etagMatches(header: string | undefined, etag: string): boolean {
+  if (header === undefined) return false;
+  return header.split(',').some((t) => {
+    const tag = t.trim().replace(/^W\//, '');
+    return tag === etag || tag === '*';
+  });
+}
+
+export async function planRoute(ctx: RouteContext, session: SessionRecord, req: ApiRequest): Promise<ApiResponse> {
+  const threshold = parseThreshold(req.query.get('threshold'));
+  const waitMs = parseWait(req.query.get('wait'), ctx.options.maxWaitMs);
+  const known = parseKnown(req.query.get('known'));
+  // A request that may wait holds a long-poll from before its first plan, so no change in between is missed.
+  const poll = waitMs > 0 && req.ifNoneMatch !== undefined ? ctx.wakeups.begin(session.id) : undefined;
+  if (poll === null) {
+    // 429 (not 503): the control plane is fine, this session asks too much at once; `unavailable` says "try again later".
+    const message = `this session already holds ${ctx.options.maxLongPollsPerSession} plan long-polls (--max-long-polls); wait for one to end`;
+    return jsonResponse(429, { error: { code: 'unavailable', message } } satisfies ErrorBody, { 'retry-after': '1' });
+  }
+  try {
+    const recheckMs = ctx.options.membershipRecheckMs;
+    const membership = recheckedMembership(ctx.membership, recheckMs, ctx.options.now);
+    let mark = poll?.mark();
+    let { plan, decisions } = await computePlan(ctx, session, threshold, membership);
+    let etag = `"${plan.version}"`;
+    if (etagMatches(req.ifNoneMatch, etag)) {
+      const deadline = Date.now() + waitMs;
+      let unchanged = true;
+      if (poll !== undefined) ctx.metrics.add(CONTROL_PLANE_METRICS.planLongPolls, {}, 1);
+      try {
+        while (poll !== undefined && mark !== undefined && unchanged && Date.now() < deadline && !req.signal.aborted && !session.revoked) {
+          await poll.wait(mark, Math.min(recheckMs, Math.max(1, deadline - Date.now())), req.signal);
+          if (req.signal.aborted) break; // client gone or server closing
+          mark = poll.mark();
+          ({ plan, decisions } = await computePlan(ctx, session, threshold, membership));
+          etag = `"${plan.version}"`;
+          unchanged = etagMatches(req.ifNoneMatch, etag);
+        }
+      } finally {
+        if (poll !== undefined) ctx.metrics.add(CONTROL_PLANE_METRICS.planLongPolls, {}, -1);
+      }
+      if (unchanged || session.revoked) return empty(304, { etag, 'cache-control': 'no-cache' });
+    }
+    for (const d of decisions) audit(ctx, session, 'plan', d);
+    return rawJsonResponse(200, serializePlan(plan, known), { etag, 'cache-control': 'no-cache' });
+  } finally {
+    poll?.end();
+  }
+}

@@ -1,0 +1,477 @@
+// The embedded pack store: DATA/account/ and DATA/teams/<id>/ on local disk.
+//
+// A team pack is any directory DATA/teams/<id>/ whose name is a valid team id
+// (listed in directory.json or not: the directory is the pack). Scans walk
+// every pack, skip what can't be served (symlinks, non-regular files, bad or
+// non-UTF-8 names, over-long paths, files above maxFileSize) with ONE log line
+// per path for the life of the process, and hash only files whose
+// (ino, size, mtimeMs, ctimeMs) changed since the last scan, so rescanning an
+// unchanged tree costs one lstat per file (and an unchanged pack keeps its
+// snapshot object: no re-sort, no re-hash of the version). Scans run in time
+// slices (scan-slices.ts) so requests keep being served during a scan.
+//
+// `read` opens the file without following symlinks, checks its directory is
+// still inside the pack, hashes the bytes it read and, if they no longer match
+// the snapshot, updates the snapshot and answers with the fresh hash: bytes
+// and hash always belong together. `readSmallSync` is the same for files of
+// at most SYNC_HASH_BYTES (POST /v1/batch reads thousands of them).
+//
+// `scan(packs)` rescans only the named directories of the named packs (each
+// with everything below it; and which packs exist); an observer
+// (data-watch.ts) is told of every directory before it is listed, so a watch
+// placed then misses nothing the listing did not already see.
+
+import { createHash } from 'node:crypto';
+import { closeSync, constants, fstatSync, lstatSync, openSync, readdirSync, readFileSync, realpathSync, type Dirent, type Stats } from 'node:fs';
+import { open, readFile, realpath } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import { escapeForLog } from '../../core/text/escape-for-log.js';
+import { MAX_PATH_BYTES, packPathProblem, segmentProblem } from '../../core/paths.js';
+import { snapshotScope, type PlanFile, type ScopeSnapshot } from '../../core/session/plan.js';
+import { ACCOUNT_SCOPE, compareScopes, isValidTeamId, parseScope, teamScope, type ScopeName } from '../../core/scope.js';
+import type { PackFile, PackStore } from '../pack-store.js';
+import { createSlicer, fingerprint, sameFingerprint, type Fingerprint, type Slicer } from './scan-slices.js';
+
+export interface DirPackStoreOptions {
+  readonly maxFileSize: number;
+  readonly log: (line: string) => void;
+  readonly observer?: ScanObserver;
+}
+
+/** Follows which directories the scans walk (to watch them). */
+export interface ScanObserver {
+  /** `dir` is about to be listed; `scope` null for DATA/ and DATA/teams/ (the layout of packs). */
+  listing(dir: string, scope: ScopeName | null): void;
+  /** A scan of the directories `within` of `scope` (and below) listed exactly `dirs`. */
+  packScanned(scope: ScopeName, dirs: ReadonlySet<string>, within: readonly string[]): void;
+  /** The packs that exist after a scan. */
+  packsPresent(scopes: ReadonlySet<ScopeName>): void;
+}
+
+/** A file of the current snapshot with the stat it was hashed at (null: unknown, re-hash next scan). */
+interface IndexEntry {
+  readonly file: PlanFile;
+  readonly fp: Fingerprint | null;
+}
+
+interface ScopeIndex {
+  readonly snapshot: ScopeSnapshot;
+  readonly byPath: ReadonlyMap<string, IndexEntry>;
+}
+
+/** A listed entry: a directory to walk, a servable file's stat, or skipped. */
+type SeenEntry = 'dir' | 'skip' | Stats;
+
+/** Files up to this size are hashed synchronously inside a slice. */
+const SYNC_HASH_BYTES = 256 * 1024;
+const MAX_LOGGED = 100_000;
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+function indexOf(scope: ScopeName, entries: IndexEntry[]): ScopeIndex {
+  const snapshot = snapshotScope(scope, entries.map((e) => e.file));
+  return { snapshot, byPath: new Map(entries.map((e) => [e.file.path, e])) };
+}
+
+/** The given directories without those inside another of them ('' = the pack, contains all). */
+function outermost(rels: readonly string[]): string[] {
+  const sorted = [...new Set(rels)].sort();
+  const out: string[] = [];
+  for (const r of sorted) {
+    if (!out.some((o) => o === '' || r.startsWith(`${o}/`))) out.push(r);
+  }
+  return out;
+}
+
+export function scopeDir(root: string, scope: ScopeName): string | null {
+  const parsed = parseScope(scope);
+  if (parsed === null) return null;
+  return parsed.kind === 'account' ? join(root, 'account') : join(root, 'teams', parsed.teamId);
+}
+
+export class DirPackStore implements PackStore {
+  private indexes = new Map<ScopeName, ScopeIndex>();
+  private sorted: ScopeSnapshot[] = [];
+  private readonly logged = new Set<string>();
+  private realRoot: string | null = null;
+  private scanning: Promise<boolean> | null = null;
+  private queue: Promise<unknown> = Promise.resolve();
+  generation = 0;
+
+  constructor(
+    readonly root: string,
+    private readonly options: DirPackStoreOptions,
+  ) {}
+
+  scopes(): readonly ScopeSnapshot[] {
+    return this.sorted;
+  }
+
+  snapshot(scope: ScopeName): ScopeSnapshot | undefined {
+    return this.indexes.get(scope)?.snapshot;
+  }
+
+  /**
+   * Scans every pack, or only `packs`: per pack, directories relative to it
+   * ('' = the whole pack), each rescanned with everything below it; a pack
+   * that appeared is scanned whole, one that is gone dropped. True when any
+   * snapshot changed. Scans run one after another; concurrent full scans
+   * share one.
+   */
+  scan(packs?: ReadonlyMap<ScopeName, ReadonlySet<string>>): Promise<boolean> {
+    if (packs !== undefined) return this.enqueue(() => this.doScan(packs));
+    this.scanning ??= this.enqueue(() => this.doScan()).finally(() => {
+      this.scanning = null;
+    });
+    return this.scanning;
+  }
+
+  private enqueue(run: () => Promise<boolean>): Promise<boolean> {
+    const next = this.queue.then(run);
+    this.queue = next.catch(() => undefined);
+    return next;
+  }
+
+  private logOnce(key: string, line: string): void {
+    if (this.logged.has(key)) return;
+    if (this.logged.size >= MAX_LOGGED) this.logged.clear();
+    this.logged.add(key);
+    this.options.log(line);
+  }
+
+  private skip(abs: string, why: string): void {
+    this.logOnce(`${abs}\0${why}`, `skipping ${escapeForLog(abs)}: ${why}`);
+  }
+
+  /** lstat, or undefined when missing or unreadable (logged once). */
+  private lstatOrSkip(path: string): Stats | undefined {
+    try {
+      return lstatSync(path, { throwIfNoEntry: false });
+    } catch (err) {
+      this.skip(path, `cannot be read (${(err as NodeJS.ErrnoException).code ?? String(err)})`);
+      return undefined;
+    }
+  }
+
+  private listDir(dir: string): Dirent<Buffer>[] | null {
+    try {
+      return readdirSync(dir, { withFileTypes: true, encoding: 'buffer' });
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code !== 'ENOENT') this.skip(dir, `cannot list directory (${code ?? String(err)})`);
+      return null;
+    }
+  }
+
+  private packRoots(): { scope: ScopeName; dir: string }[] {
+    this.realRoot ??= realpathSync(this.root);
+    const roots: { scope: ScopeName; dir: string }[] = [];
+    this.options.observer?.listing(this.root, null);
+    const account = join(this.root, 'account');
+    const accountStat = this.lstatOrSkip(account);
+    if (accountStat?.isDirectory()) roots.push({ scope: ACCOUNT_SCOPE, dir: account });
+    else if (accountStat) this.skip(account, 'not a directory (symlinks are not followed)');
+    const teamsDir = join(this.root, 'teams');
+    const teamsStat = this.lstatOrSkip(teamsDir);
+    if (teamsStat === undefined) return roots;
+    if (!teamsStat.isDirectory()) {
+      // Reads never follow it either: a symlinked teams/ would list another tree's files that no read can serve.
+      this.skip(teamsDir, teamsStat.isSymbolicLink() ? 'symlink (not followed): no team packs are served' : 'not a directory: no team packs are served');
+      return roots;
+    }
+    this.options.observer?.listing(teamsDir, null);
+    for (const entry of this.listDir(teamsDir) ?? []) {
+      const name = this.decodeName(teamsDir, entry.name);
+      if (name === null) continue;
+      const dir = join(teamsDir, name);
+      if (!isValidTeamId(name)) {
+        this.skip(dir, entry.isDirectory() ? 'not a valid team id (expected [a-z0-9][a-z0-9_-]{0,62})' : 'not a team directory');
+        continue;
+      }
+      if (!entry.isDirectory()) {
+        this.skip(dir, entry.isSymbolicLink() ? 'symlink (not followed)' : 'not a directory');
+        continue;
+      }
+      roots.push({ scope: teamScope(name), dir });
+    }
+    return roots;
+  }
+
+  private decodeName(parent: string, raw: Buffer): string | null {
+    try {
+      return utf8.decode(raw);
+    } catch {
+      this.skip(join(parent, raw.toString('latin1')), 'name is not valid UTF-8');
+      return null;
+    }
+  }
+
+  /**
+   * Walks one pack: sync readdir/lstat in time slices (yielding to the event
+   * loop every SLICE_MS), so an unchanged tree costs one lstat per file and
+   * no promise per file. Returns null when nothing changed since `old`.
+   */
+  private async scanPack(
+    scope: ScopeName,
+    dir: string,
+    old: ScopeIndex | undefined,
+    slice: Slicer,
+    subtrees: readonly string[] = [''],
+  ): Promise<ScopeIndex | null> {
+    const entries: IndexEntry[] = [];
+    const toHash: { abs: string; rel: string; st: Fingerprint; size: number; mtimeMs: number }[] = [];
+    let dirty = old === undefined;
+    let reused = 0;
+    const observer = this.options.observer;
+    const listed = new Set<string>();
+    const whole = old === undefined || subtrees.includes('') || !this.insidePack(dir, subtrees);
+    const tops = whole ? [''] : outermost(subtrees);
+    if (!whole && old !== undefined) {
+      // Files outside the rescanned directories stay as they are.
+      for (const e of old.byPath.values()) {
+        if (!tops.some((t) => e.file.path.startsWith(`${t}/`))) {
+          entries.push(e);
+          reused++;
+        }
+      }
+    }
+    const stack = tops.map((rel) => ({ abs: rel === '' ? dir : `${dir}/${rel}`, rel }));
+    while (stack.length > 0) {
+      const d = stack.pop() as { abs: string; rel: string };
+      if (slice.due()) await slice.yield();
+      if (observer) {
+        observer.listing(d.abs, scope);
+        listed.add(d.abs);
+      }
+      for (const entry of this.listDir(d.abs) ?? []) {
+        if (slice.due()) await slice.yield();
+        const name = this.decodeName(d.abs, entry.name);
+        if (name === null) continue;
+        const abs = `${d.abs}/${name}`;
+        const rel = d.rel === '' ? name : `${d.rel}/${name}`;
+        let seen: SeenEntry;
+        try {
+          seen = this.visit(entry, name, abs, rel);
+        } catch (err) {
+          // One entry's error (ENAMETOOLONG past PATH_MAX, EACCES, EIO…) skips that entry, never the pack.
+          this.skip(abs, `cannot be read (${(err as NodeJS.ErrnoException).code ?? String(err)})`);
+          continue;
+        }
+        if (seen === 'skip') continue;
+        if (seen === 'dir') {
+          stack.push({ abs, rel });
+          continue;
+        }
+        const previous = old?.byPath.get(rel);
+        if (previous === undefined || previous.fp === null || !sameFingerprint(previous.fp, seen)) {
+          toHash.push({ abs, rel, st: seen, size: seen.size, mtimeMs: Math.floor(seen.mtimeMs) });
+          dirty = true;
+          continue;
+        }
+        entries.push(previous);
+        reused++;
+      }
+    }
+    for (const f of toHash) {
+      if (slice.due()) await slice.yield();
+      const sha256 = await this.hashFile(f.abs, f.size);
+      if (sha256 === null) continue; // vanished or replaced while hashing: the next scan sees it
+      entries.push({ file: { path: f.rel, size: f.size, mtimeMs: f.mtimeMs, sha256 }, fp: fingerprint(f.st) });
+    }
+    observer?.packScanned(scope, listed, tops.map((rel) => (rel === '' ? dir : `${dir}/${rel}`)));
+    if (!dirty && old !== undefined && reused === old.snapshot.files.length) return null;
+    return indexOf(scope, entries);
+  }
+
+  /** What one listed entry is: a directory to walk, a servable file's stat, or skipped (logged once). May throw. */
+  private visit(entry: Dirent<Buffer>, name: string, abs: string, rel: string): SeenEntry {
+    // Segments above were checked already: only this name and the total length are new.
+    const problem = segmentProblem(name) ?? (rel.length * 3 > MAX_PATH_BYTES ? packPathProblem(rel) : null);
+    if (problem !== null) return this.skipped(abs, problem);
+    if (entry.isSymbolicLink()) return this.skipped(abs, 'symlink (not followed)');
+    if (entry.isDirectory()) return 'dir';
+    if (!entry.isFile()) return this.skipped(abs, 'not a regular file');
+    const st = lstatSync(abs, { throwIfNoEntry: false });
+    if (st === undefined) return 'skip'; // vanished since the listing
+    if (!st.isFile()) return this.skipped(abs, st.isSymbolicLink() ? 'symlink (not followed)' : 'not a regular file');
+    if (st.size > this.options.maxFileSize) {
+      return this.skipped(abs, `larger than --max-file-size (${st.size} > ${this.options.maxFileSize} bytes)`);
+    }
+    if (st.nlink > 1) {
+      // Served like any file (its content is what is in the pack), but a hard
+      // link may share bytes with a file outside the pack: say so once.
+      this.logOnce(`${abs}\0nlink`, `serving ${escapeForLog(abs)}: a hard link (${st.nlink} names share its content, possibly outside the pack)`);
+    }
+    return st;
+  }
+
+  private skipped(abs: string, why: string): 'skip' {
+    this.skip(abs, why);
+    return 'skip';
+  }
+
+  /**
+   * True when each directory is still reached without a symlink (or is gone):
+   * listing it then cannot wander outside the pack. Otherwise the whole pack
+   * is walked, which never follows symlinks.
+   */
+  private insidePack(dir: string, rels: readonly string[]): boolean {
+    let realDir: string;
+    try {
+      realDir = realpathSync.native(dir);
+    } catch {
+      return false;
+    }
+    for (const rel of rels) {
+      try {
+        if (realpathSync.native(`${dir}/${rel}`) !== `${realDir}/${rel}`) return false;
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'ENOENT') return false;
+      }
+    }
+    return true;
+  }
+
+  private async hashFile(abs: string, size: number): Promise<string | null> {
+    try {
+      const flag = constants.O_RDONLY | constants.O_NOFOLLOW;
+      // Small files in the current time slice; big ones without blocking the loop.
+      let bytes: Buffer;
+      if (size <= SYNC_HASH_BYTES) {
+        const fd = openSync(abs, flag);
+        try {
+          bytes = readFileSync(fd);
+        } finally {
+          closeSync(fd);
+        }
+      } else {
+        bytes = await readFile(abs, { flag });
+      }
+      return createHash('sha256').update(bytes).digest('hex');
+    } catch {
+      return null;
+    }
+  }
+
+  private async doScan(only?: ReadonlyMap<ScopeName, ReadonlySet<string>>): Promise<boolean> {
+    const slice = createSlicer();
+    const roots = this.packRoots();
+    this.options.observer?.packsPresent(new Set(roots.map((r) => r.scope)));
+    const next = new Map<ScopeName, ScopeIndex>();
+    let changed = roots.length !== this.indexes.size;
+    const kept: ScopeName[] = [];
+    for (const r of roots) {
+      const old = this.indexes.get(r.scope);
+      if (only !== undefined && old !== undefined && !only.has(r.scope)) {
+        kept.push(r.scope);
+        continue;
+      }
+      const index = await this.scanPack(r.scope, r.dir, old, slice, only ? [...(only.get(r.scope) ?? [''])] : undefined);
+      if (index === null) next.set(r.scope, old as ScopeIndex);
+      else {
+        next.set(r.scope, index);
+        changed = true;
+      }
+    }
+    // Packs not rescanned keep their current index (a `read` may have updated it while this scan yielded).
+    for (const scope of kept) next.set(scope, this.indexes.get(scope) as ScopeIndex);
+    // A file `read` re-hashed during this scan may be overwritten by what the
+    // scan saw; the next scan (or read) corrects it. Never a wrong hash header.
+    if (changed) this.install(next);
+    return changed;
+  }
+
+  private install(next: Map<ScopeName, ScopeIndex>): void {
+    this.indexes = next;
+    this.sorted = [...next.values()].map((i) => i.snapshot).sort((a, b) => compareScopes(a.scope, b.scope));
+    this.generation++;
+  }
+
+  async read(scope: ScopeName, path: string): Promise<PackFile | null> {
+    const target = this.locate(scope, path);
+    if (target === null) return null;
+    this.realRoot ??= await realpath(this.root);
+    // Every directory on the way must be a real directory inside the pack, not a symlink swapped in.
+    const realParent = await realpath(dirname(target.abs)).catch(() => null);
+    if (realParent !== this.expectedParent(scope, path)) return null;
+    let handle;
+    try {
+      handle = await open(target.abs, constants.O_RDONLY | constants.O_NOFOLLOW);
+    } catch {
+      return null;
+    }
+    try {
+      const s = await handle.stat();
+      if (!s.isFile() || s.size > this.options.maxFileSize) return null;
+      return this.answer(scope, path, target.entry, await handle.readFile(), s.mtimeMs);
+    } finally {
+      await handle.close();
+    }
+  }
+
+  /** `read` for files the snapshot says are small, without a promise per step (batches). */
+  readSmallSync(scope: ScopeName, path: string, parents?: Map<string, string | null>): PackFile | null | undefined {
+    const target = this.locate(scope, path);
+    if (target === null) return null;
+    if (target.entry.size > SYNC_HASH_BYTES) return undefined;
+    const parent = dirname(target.abs);
+    let realParent = parents?.get(parent);
+    if (realParent === undefined) {
+      try {
+        this.realRoot ??= realpathSync(this.root);
+        realParent = realpathSync.native(parent);
+      } catch {
+        realParent = null;
+      }
+      parents?.set(parent, realParent);
+    }
+    if (realParent !== this.expectedParent(scope, path)) return null;
+    let fd: number;
+    try {
+      fd = openSync(target.abs, constants.O_RDONLY | constants.O_NOFOLLOW);
+    } catch {
+      return null;
+    }
+    try {
+      const s = fstatSync(fd);
+      if (!s.isFile() || s.size > this.options.maxFileSize) return null;
+      return this.answer(scope, path, target.entry, readFileSync(fd), s.mtimeMs);
+    } catch {
+      return null;
+    } finally {
+      closeSync(fd);
+    }
+  }
+
+  private locate(scope: ScopeName, path: string): { abs: string; entry: PlanFile } | null {
+    const entry = this.indexes.get(scope)?.byPath.get(path)?.file;
+    const base = scopeDir(this.root, scope);
+    if (entry === undefined || base === null || packPathProblem(path) !== null) return null;
+    return { abs: join(base, path), entry };
+  }
+
+  private expectedParent(scope: ScopeName, path: string): string {
+    return join(scopeDir(this.realRoot as string, scope) as string, dirname(path));
+  }
+
+  /** Hashes the bytes read; a file that changed since the scan updates the snapshot at once. */
+  private answer(scope: ScopeName, path: string, entry: PlanFile, bytes: Buffer, statMtimeMs: number): PackFile | null {
+    if (bytes.length > this.options.maxFileSize) return null;
+    const sha256 = createHash('sha256').update(bytes).digest('hex');
+    const mtimeMs = Math.floor(statMtimeMs);
+    if (sha256 !== entry.sha256 || bytes.length !== entry.size || mtimeMs !== entry.mtimeMs) {
+      // The stat was taken before reading, so the bytes may be newer than it: keep no fingerprint (re-hash next scan).
+      this.replaceEntry(scope, { file: { path, size: bytes.length, mtimeMs, sha256 }, fp: null });
+    }
+    return { bytes, sha256, size: bytes.length, mtimeMs };
+  }
+
+  /** The file changed since the scan: its snapshot takes the fresh entry at once. */
+  private replaceEntry(scope: ScopeName, entry: IndexEntry): void {
+    const index = this.indexes.get(scope);
+    if (index === undefined) return;
+    const entries = [...index.byPath.values()].map((e) => (e.file.path === entry.file.path ? entry : e));
+    const next = new Map(this.indexes);
+    next.set(scope, indexOf(scope, entries));
+    this.install(next);
+  }
+}
