@@ -5,7 +5,7 @@
 import type { ListenAddress } from '../core/listen-address.js';
 import { KnowledgeError } from '../core/errors.js';
 import { formatBytes } from '../core/units.js';
-import type { FuseBindingChoice } from './fuse-binding.js';
+import type { ChosenBinding, FuseBindingChoice } from './fuse-binding.js';
 
 export interface MountOptions {
   /** Absolute path where `knowledge/` appears; created when missing. */
@@ -61,6 +61,8 @@ export interface MountOptions {
   readonly metricsListen?: ListenAddress | undefined;
   /** --fuse-binding (default auto): which FUSE binding mounts (fuse-binding.ts). */
   readonly fuseBinding?: FuseBindingChoice;
+  /** The binding run-mount.ts chose, and why (for `status`); chosen again from fuseBinding when absent. */
+  readonly fuseBindingChosen?: ChosenBinding;
 }
 
 export const MOUNT_DEFAULTS = {

@@ -14,7 +14,7 @@ import { resolve } from 'node:path';
 import { KnowledgeError, isKnowledgeError } from '../core/errors.js';
 import type { Plan } from '../core/plan.js';
 import { HttpControlClient } from './control-client.js';
-import { chooseFuseBinding, DEFAULT_FUSE_BINDING } from './fuse-binding.js';
+import { chooseFuseBinding, DEFAULT_FUSE_BINDING, describeBinding } from './fuse-binding.js';
 import { describeFuseProblems, fuseProblems } from './fuse-check.js';
 import type { MountDaemonIo } from './mount-daemon.js';
 import { describeMountOptions, validateMountOptions, type MountOptions } from './options.js';
@@ -34,11 +34,13 @@ function startupError(err: unknown, serverUrl: string): KnowledgeError {
 /** Runs the daemon until `stop` resolves. Throws KnowledgeError for anything that prevents mounting. */
 export async function runMountDaemon(opts: MountOptions, io: MountDaemonIo, stop: Promise<unknown>): Promise<void> {
   validateMountOptions(opts);
-  const binding = chooseFuseBinding(opts.fuseBinding ?? DEFAULT_FUSE_BINDING, io.log);
+  const chosen = chooseFuseBinding(opts.fuseBinding ?? DEFAULT_FUSE_BINDING);
+  const binding = chosen.binding;
+  io.log(`fuse binding: ${describeBinding(chosen)}`);
   const problems = fuseProblems(undefined, binding);
   if (problems.length > 0) throw new KnowledgeError('config', describeFuseProblems(problems));
   const mountpoint = resolve(opts.mountpoint);
-  const effective: MountOptions = { ...opts, mountpoint, fuseBinding: binding };
+  const effective: MountOptions = { ...opts, mountpoint, fuseBinding: binding, fuseBindingChosen: chosen };
 
   const cleaned = await cleanStaleMount(mountpoint);
   if (cleaned !== undefined) io.log(cleaned);
