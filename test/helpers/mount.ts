@@ -166,6 +166,8 @@ export interface StartMountOptions {
   readonly env?: Readonly<Record<string, string>>;
   /** How long to wait for the "mounted" line (default 30 s). */
   readonly readyTimeoutMs?: number;
+  /** The CLI to run (default this checkout's bin/knowledgefs.js), e.g. a globally installed package's. */
+  readonly bin?: string;
 }
 
 export interface MountHandle {
@@ -213,7 +215,7 @@ export async function startMount(opts: StartMountOptions): Promise<MountHandle> 
   const args = ['mount', mountpoint, '--server', opts.serverUrl, ...tokenArgs, '--socket', socketPath, ...(opts.args ?? [])];
   const env: NodeJS.ProcessEnv = { ...process.env, ...opts.env };
   if (viaEnv) env.KNOWLEDGEFS_TOKEN = opts.token;
-  const child = spawn(process.execPath, [BIN, ...args], {
+  const child = spawn(process.execPath, [opts.bin ?? BIN, ...args], {
     env,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
