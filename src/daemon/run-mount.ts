@@ -36,7 +36,6 @@ export async function runMountDaemon(opts: MountOptions, io: MountDaemonIo, stop
   validateMountOptions(opts);
   const chosen = chooseFuseBinding(opts.fuseBinding ?? DEFAULT_FUSE_BINDING);
   const binding = chosen.binding;
-  io.log(`fuse binding: ${describeBinding(chosen)}`);
   const problems = fuseProblems(undefined, binding);
   if (problems.length > 0) throw new KnowledgeError('config', describeFuseProblems(problems));
   const mountpoint = resolve(opts.mountpoint);
@@ -66,6 +65,7 @@ export async function runMountDaemon(opts: MountOptions, io: MountDaemonIo, stop
       throw startupError(err, opts.serverUrl);
     }
     const { MountDaemon } = await loading;
+    io.log(`fuse binding: ${describeBinding(chosen)}`);
     io.log(`knowledgefs mount: ${describeMountOptions(effective)}`);
     const t1 = performance.now();
     const built = new MountDaemon(effective, io, plan, client);
