@@ -1,6 +1,9 @@
 #!/usr/bin/env node
 // Thin entry: everything lives in dist/cli/main.js so it can be tested in-process.
+import { endQuietlyOnBrokenPipe } from '../dist/cli/broken-pipe.js';
 import { main } from '../dist/cli/main.js';
+
+endQuietlyOnBrokenPipe();
 
 main(process.argv).then(
   (code) => {

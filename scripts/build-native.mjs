@@ -8,17 +8,31 @@
 //                                            build when gcc + libfuse3-dev are
 //                                            present, else say so and exit 0
 //                                            (the mount then uses fuse-native)
+//   --arch x64|arm64 --out FILE              cross-build for that Linux arch
+//                                            (Debian's <triplet>-gcc and
+//                                            libfuse3-dev:<arch>) into FILE;
+//                                            scripts/prebuild-native.mjs uses
+//                                            it for prebuilds/linux-<arch>/
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, renameSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { dirname, join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const source = join(root, 'native', 'knowledgefs_fuse.c');
-const outDir = join(root, 'native', 'build');
-const target = join(outDir, 'knowledgefs_fuse.node');
+const argValue = (name) => {
+  const i = process.argv.indexOf(name);
+  return i === -1 ? undefined : process.argv[i + 1];
+};
+/** Node's arch name → Debian's multiarch triplet. */
+const TRIPLETS = { x64: 'x86_64-linux-gnu', arm64: 'aarch64-linux-gnu' };
+const arch = argValue('--arch') ?? process.arch;
+const triplet = TRIPLETS[arch];
+const target = resolve(argValue('--out') ?? join(root, 'native', 'build', 'knowledgefs_fuse.node'));
+const outDir = dirname(target);
 const optional = process.argv.includes('--if-possible');
+const cross = arch !== process.arch;
 const say = (msg) => process.stderr.write(`build-native: ${msg}\n`);
 
 function fail(msg) {
@@ -30,11 +44,23 @@ function fail(msg) {
   process.exit(1);
 }
 
-const cc = process.env.CC ?? 'gcc';
-if (spawnSync(cc, ['--version'], { stdio: 'ignore' }).status !== 0) fail(`no C compiler (${cc}); Debian: apt-get install -y gcc make`);
-const pkg = spawnSync('pkg-config', ['--cflags', '--libs', 'fuse3'], { encoding: 'utf8' });
-const flags = pkg.status === 0 ? pkg.stdout.trim().split(/\s+/) : existsSync('/usr/include/fuse3/fuse_lowlevel.h') ? ['-I/usr/include/fuse3', '-lfuse3', '-lpthread'] : undefined;
-if (flags === undefined) fail('libfuse 3 headers not found; Debian: apt-get install -y libfuse3-dev pkg-config');
+if (triplet === undefined) fail(`--arch ${arch}: only ${Object.keys(TRIPLETS).join(', ')} are known`);
+const cc = cross ? `${triplet}-gcc` : (process.env.CC ?? 'gcc');
+const debArch = arch === 'x64' ? 'amd64' : arch;
+if (spawnSync(cc, ['--version'], { stdio: 'ignore' }).status !== 0) {
+  fail(cross ? `no ${cc}; Debian: apt-get install -y gcc-${triplet.replaceAll('_', '-')}` : `no C compiler (${cc}); Debian: apt-get install -y gcc make`);
+}
+// A cross build asks pkg-config about the target's libfuse3 only.
+const pkgEnv = cross ? { ...process.env, PKG_CONFIG_LIBDIR: `/usr/lib/${triplet}/pkgconfig:/usr/share/pkgconfig` } : process.env;
+const pkg = spawnSync('pkg-config', ['--cflags', '--libs', 'fuse3'], { encoding: 'utf8', env: pkgEnv });
+const libDir = `/usr/lib/${triplet}`;
+const flags = pkg.status === 0
+  ? pkg.stdout.trim().split(/\s+/)
+  : existsSync('/usr/include/fuse3/fuse_lowlevel.h') && (!cross || existsSync(join(libDir, 'libfuse3.so')))
+    ? ['-I/usr/include/fuse3', '-lfuse3', '-lpthread']
+    : undefined;
+if (flags === undefined) fail(`libfuse 3 headers not found; Debian: apt-get install -y ${cross ? `libfuse3-dev:${debArch}` : 'libfuse3-dev pkg-config'}`);
+if (cross) flags.unshift(`-L${libDir}`);
 
 let headers;
 try {

@@ -146,7 +146,7 @@ describe('architecture: the dependency rule', () => {
   it('reads every import of src/ (static, type-only, re-exports, dynamic)', () => {
     expect(graph.size).toBeGreaterThan(100);
     // One of each kind, so a parser that missed a kind would not pass silently.
-    expect(graph.get('cli/commands/doctor-checks.ts')).toContain('daemon/fuse/native-fuse-adapter.ts'); // await import()
+    expect(graph.get('cli/commands/doctor-checks.ts')).toContain('daemon/fuse/native-addon.ts'); // await import()
     expect(graph.get('client/index.ts')).toContain('client/knowledge-client.ts'); // export … from
     for (const [file, targets] of graph) for (const t of targets) expect(graph.has(t), `src/${file} imports src/${t}, which does not exist`).toBe(true);
   });

@@ -57,25 +57,35 @@ describe('machine checks (injected probes)', () => {
     expect(r.detail).toMatch(/not a character device/);
   });
 
-  const noNative = async () => 'cannot load the libfuse 3 binding';
+  const noNative = async () => ({ loads: false as const, why: 'no prebuilt for linux-riscv64; no C compiler (gcc) to build it from source', canBuild: false });
 
-  it('no native binding and no libfuse.so.2 anywhere fails with what to build or install', async () => {
+  it('no native binding and no libfuse.so.2 anywhere fails with why and what to install', async () => {
     const r = await checkLibfuse({ ...base, nativeBinding: noNative, ldconfig: async () => 'libc.so.6 (libc6,x86-64) => /lib/libc.so.6\n', libfusePaths: [join(tmp, 'libfuse.so.2')] });
-    expect(r).toMatchObject({ status: 'FAIL', fix: expect.stringMatching(/npm run build:native.*apt-get install -y libfuse2/) });
+    expect(r).toMatchObject({
+      name: 'fuse binding',
+      status: 'FAIL',
+      detail: expect.stringMatching(/native does not load \(no prebuilt for linux-riscv64; no C compiler/),
+      fix: expect.stringMatching(/libfuse3-3 fuse3.*libfuse2/),
+    });
   });
 
-  it('a native binding that loads is enough, without libfuse.so.2', async () => {
-    const r = await checkLibfuse({ ...base, nativeBinding: async () => undefined, ldconfig: async () => '', libfusePaths: [] });
-    expect(r).toMatchObject({ status: 'ok', detail: 'the native binding (libfuse 3) loads' });
+  it('a native binding that loads is the one named, with where it comes from', async () => {
+    const r = await checkLibfuse({ ...base, nativeBinding: async () => ({ loads: true, origin: 'prebuilt linux-x64' }), ldconfig: async () => '', libfusePaths: [] });
+    expect(r).toMatchObject({ status: 'ok', detail: 'native (prebuilt linux-x64): a mount uses it' });
   });
 
-  it('libfuse.so.2 is found through ldconfig or a known path', async () => {
+  it('no prebuilt but a compiler: native, built at the first mount (a note)', async () => {
+    const r = await checkLibfuse({ ...base, nativeBinding: async () => ({ loads: false, why: 'no prebuilt for linux-riscv64', canBuild: true }), ldconfig: async () => '', libfusePaths: [] });
+    expect(r).toMatchObject({ status: 'note', detail: 'native, built from source at the first mount (no prebuilt for linux-riscv64)' });
+  });
+
+  it('without native, fuse-native on libfuse.so.2 found through ldconfig or a known path, saying why not native', async () => {
     const viaLdconfig = await checkLibfuse({ ...base, nativeBinding: noNative, ldconfig: async () => '\tlibfuse.so.2 (libc6,x86-64) => /x/libfuse.so.2\n', libfusePaths: [] });
-    expect(viaLdconfig).toMatchObject({ status: 'ok', detail: 'libfuse.so.2 at /x/libfuse.so.2' });
+    expect(viaLdconfig).toMatchObject({ status: 'ok', detail: 'fuse-native (libfuse.so.2 at /x/libfuse.so.2); native does not load: no prebuilt for linux-riscv64; no C compiler (gcc) to build it from source' });
     const lib = join(tmp, 'libfuse.so.2');
     writeFileSync(lib, '');
     const viaPath = await checkLibfuse({ ...base, nativeBinding: noNative, ldconfig: async () => undefined, libfusePaths: [lib] });
-    expect(viaPath).toMatchObject({ status: 'ok', detail: `libfuse.so.2 at ${lib}` });
+    expect(viaPath).toMatchObject({ status: 'ok', detail: expect.stringContaining(`fuse-native (libfuse.so.2 at ${lib})`) });
   });
 
   it('fusermount missing from PATH fails with the package to install', async () => {

@@ -1,9 +1,17 @@
-// Choosing the FUSE binding: the flag and environment values, and `auto`
-// resolving to the native addon when it loads, to fuse-native otherwise.
+// Choosing the FUSE binding: the flag and environment values, `auto`
+// resolving to the native addon when it loads, to fuse-native otherwise, and
+// where the addon comes from (native-addon.ts): this checkout's build, the
+// package's prebuilt for this platform, or a build from source here, each
+// with the reason the mount's line, `status` and `doctor` give.
 
-import { describe, expect, it } from 'vitest';
-import { chooseFuseBinding, parseFuseBinding } from '../src/daemon/fuse/fuse-binding.js';
+import { copyFile, mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { chooseFuseBinding, describeBinding, parseFuseBinding } from '../src/daemon/fuse/fuse-binding.js';
+import { ADDON_FILE, localBuildPath, resolveNativeAddon, type AddonPlace } from '../src/daemon/fuse/native-addon.js';
 import { loadNativeAddon } from '../src/daemon/fuse/native-fuse-adapter.js';
+import { REPO_ROOT } from './helpers/mount.js';
 
 function nativeLoads(): boolean {
   try {
@@ -22,22 +30,67 @@ describe('fuse binding', () => {
   });
 
   it('fuse-native is taken as asked, without loading the addon', () => {
-    const lines: string[] = [];
-    expect(chooseFuseBinding('fuse-native', (l) => lines.push(l))).toBe('fuse-native');
-    expect(lines).toEqual([]);
+    expect(describeBinding(chooseFuseBinding('fuse-native'))).toBe('fuse-native (as asked)');
   });
 
-  it('auto is native when the addon loads, else fuse-native with one line saying why; native alone fails then', () => {
-    const lines: string[] = [];
+  it('auto is native when the addon loads, naming where it came from; else fuse-native saying why; native alone fails then', () => {
     if (nativeLoads()) {
-      expect(chooseFuseBinding('auto', (l) => lines.push(l))).toBe('native');
-      expect(chooseFuseBinding('native', (l) => lines.push(l))).toBe('native');
-      expect(lines).toEqual([]);
+      expect(describeBinding(chooseFuseBinding('auto'))).toBe('native (built from source, native/build)');
+      expect(chooseFuseBinding('native').binding).toBe('native');
     } else {
-      expect(chooseFuseBinding('auto', (l) => lines.push(l))).toBe('fuse-native');
-      expect(lines).toHaveLength(1);
-      expect(lines[0]).toMatch(/fuse binding: fuse-native \(cannot load the libfuse 3 binding .*npm run build:native/);
-      expect(() => chooseFuseBinding('native', () => undefined)).toThrow(/npm run build:native/);
+      expect(describeBinding(chooseFuseBinding('auto'))).toMatch(/^fuse-native \(auto: cannot load the libfuse 3 binding: .*libfuse3-3/);
+      expect(() => chooseFuseBinding('native')).toThrow(/npm run build:native/);
     }
   });
+});
+
+describe('where the native addon comes from', () => {
+  let pkg = '';
+  const built = localBuildPath(REPO_ROOT);
+  const place = (over: Partial<AddonPlace> = {}): AddonPlace => ({
+    root: pkg,
+    platform: 'linux',
+    arch: 'x64',
+    env: { PATH: '/nonexistent', HOME: join(pkg, 'home') },
+    ...over,
+  });
+
+  beforeAll(async () => {
+    // A package as npm installs it: package.json, the build script, no native/build.
+    pkg = await mkdtemp(join(tmpdir(), 'kfs-addon-'));
+    await writeFile(join(pkg, 'package.json'), '{"version":"0.0.0-test"}');
+    await mkdir(join(pkg, 'scripts'));
+    await copyFile(join(REPO_ROOT, 'scripts', 'build-native.mjs'), join(pkg, 'scripts', 'build-native.mjs'));
+    await mkdir(join(pkg, 'native'));
+    await copyFile(join(REPO_ROOT, 'native', 'knowledgefs_fuse.c'), join(pkg, 'native', 'knowledgefs_fuse.c'));
+    await symlink(join(REPO_ROOT, 'node_modules'), join(pkg, 'node_modules')); // node-api-headers, a dependency
+  });
+  afterAll(async () => {
+    if (pkg) await rm(pkg, { recursive: true, force: true });
+  });
+
+  it('no prebuilt for this platform and no compiler: says both, builds nothing', () => {
+    const r = resolveNativeAddon(place({ arch: 'riscv64' }), true);
+    expect(r).toEqual({ ok: false, canBuild: false, reasons: ['no prebuilt for linux-riscv64', 'no C compiler (gcc) to build it from source'] });
+  });
+
+  it.runIf(nativeLoads() && process.arch === 'x64')('the prebuilt for this platform is used, named as such', async () => {
+    await mkdir(join(pkg, 'prebuilds', 'linux-x64'), { recursive: true });
+    await copyFile(built, join(pkg, 'prebuilds', 'linux-x64', ADDON_FILE));
+    const r = resolveNativeAddon(place(), false);
+    expect(r).toMatchObject({ ok: true, origin: 'prebuilt linux-x64', path: join(pkg, 'prebuilds', 'linux-x64', ADDON_FILE) });
+  });
+
+  it('a prebuilt that does not load says why', async () => {
+    await mkdir(join(pkg, 'prebuilds', 'linux-ppc64'), { recursive: true });
+    await writeFile(join(pkg, 'prebuilds', 'linux-ppc64', ADDON_FILE), 'not an ELF file');
+    const r = resolveNativeAddon(place({ arch: 'ppc64' }), false);
+    expect(r.ok).toBe(false);
+    expect(!r.ok && r.reasons[0]).toMatch(/^prebuilt linux-ppc64 does not load: .*(invalid ELF header|too short)/);
+  });
+
+  it.runIf(nativeLoads())('no prebuilt fits but a compiler is here: builds from source and says so', async () => {
+    const r = resolveNativeAddon(place({ arch: 'riscv64', env: { ...process.env, HOME: join(pkg, 'home') } }), true);
+    expect(r).toMatchObject({ ok: true, origin: 'built from source here (no prebuilt for linux-riscv64)', path: join(pkg, 'native', 'build', ADDON_FILE) });
+  }, 60_000);
 });

@@ -8,7 +8,7 @@
 import { chmodSync, readFileSync, readdirSync, readlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { NATIVE_ADDON_PATH } from '../src/daemon/fuse/native-fuse-adapter.js';
+import { localBuildPath, PACKAGE_ROOT } from '../src/daemon/fuse/native-addon.js';
 import { startControlPlane, type TestControlPlane } from './helpers/control-plane.js';
 import { makeDataDir, removeDataDir, writeDataFile } from './helpers/data-dir.js';
 import { BIN, fuseSuite, isMounted, REPO_ROOT, run, startMount, waitFor, type MountHandle } from './helpers/mount.js';
@@ -125,7 +125,7 @@ usersSuite('an unprivileged mount daemon (mount-helper + --fuse-fd)', () => {
       expect(fusermount.stderr).toMatch(/fusermount3:/);
       // A FUSE mount of its own over it, the way any unprivileged libfuse program mounts: refused by /dev/fuse's
       // permissions where it is not world-writable, else by the setuid fusermount3 (no write access to the mount point).
-      const over = await runAs(agent, process.execPath, ['-e', `require(${JSON.stringify(NATIVE_ADDON_PATH)}).mount(${JSON.stringify(m.mountpoint)}, 'fsname=evil', () => {})`]);
+      const over = await runAs(agent, process.execPath, ['-e', `require(${JSON.stringify(localBuildPath(PACKAGE_ROOT))}).mount(${JSON.stringify(m.mountpoint)}, 'fsname=evil', () => {})`]);
       expect(over.code).not.toBe(0);
       expect(over.stderr).toMatch(/failed to open \/dev\/fuse: Permission denied|fusermount3: .*(write access|Permission denied)/);
       const bind = await runAs(agent, 'mount', ['--bind', '/tmp', m.mountpoint]);

@@ -65,10 +65,14 @@ function requestedCommand(args: readonly string[]): string | undefined {
   return first !== undefined && first in COMMANDS ? first : undefined;
 }
 
+/** `knowledgefs --version` alone needs no command module. */
+const onlyVersion = (args: readonly string[]): boolean => args.length === 1 && (args[0] === '--version' || args[0] === '-V');
+
+/** `only`: register just that command; `[]`: none (version); absent: all (top-level help). */
 export async function buildProgram(
   ctx: CliContext,
   result: CommandResult,
-  only?: string,
+  only?: string | readonly [],
 ): Promise<Command> {
   const program = new Command('knowledgefs')
     .description('A knowledge/ directory for AI agents that only ever shows what the session may load.')
@@ -80,7 +84,7 @@ export async function buildProgram(
     })
     .addHelpText('after', TOP_LEVEL_EXAMPLES)
     .exitOverride();
-  const names = only === undefined ? Object.keys(COMMANDS) : [only];
+  const names = only === undefined ? Object.keys(COMMANDS) : typeof only === 'string' ? [only] : [];
   const registers = await Promise.all(names.map((name) => (COMMANDS[name] as () => Promise<Register>)()));
   for (const register of registers) register(program, ctx, result);
   for (const cmd of program.commands) cmd.exitOverride().configureOutput(program.configureOutput());
@@ -89,7 +93,8 @@ export async function buildProgram(
 
 export async function main(argv: readonly string[], ctx: CliContext = processContext()): Promise<number> {
   const result: CommandResult = { code: EXIT.ok };
-  const program = await buildProgram(ctx, result, requestedCommand(argv.slice(2)));
+  const args = argv.slice(2);
+  const program = await buildProgram(ctx, result, requestedCommand(args) ?? (onlyVersion(args) ? [] : undefined));
   try {
     await program.parseAsync([...argv]);
     return result.code;

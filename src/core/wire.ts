@@ -229,6 +229,8 @@ export interface DaemonStatus {
   readonly files: number;
   readonly scopes: readonly string[];
   readonly prefetch: { readonly done: number; readonly total: number };
+  /** The FUSE binding mounted and why, e.g. `native (prebuilt linux-x64)`. */
+  readonly fuseBinding?: string;
   /** What the daemon has done since it started (the numbers its metrics export). */
   readonly activity?: DaemonActivity;
 }

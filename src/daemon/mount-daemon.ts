@@ -27,7 +27,7 @@ import type { ControlClient } from './control-plane/control-client.js';
 import { ContentFetcher } from './content/fetcher.js';
 import { KnowledgeFilesystem } from './filesystem.js';
 import type { FuseMount } from './fuse/fuse-adapter.js';
-import { bindingTraits, chooseFuseBinding, DEFAULT_FUSE_BINDING, mountBinding, type FuseBinding } from './fuse/fuse-binding.js';
+import { bindingTraits, chooseFuseBinding, DEFAULT_FUSE_BINDING, describeBinding, mountBinding, type ChosenBinding, type FuseBinding } from './fuse/fuse-binding.js';
 import { FuseOpMeter } from './fuse/fuse-op-meter.js';
 import { GrantCache } from './content/grant-cache.js';
 import { MOUNT_DEFAULTS, type MountOptions } from './options.js';
@@ -59,6 +59,7 @@ export class MountDaemon {
   readonly changedFiles: ChangedFiles | undefined;
   /** The FUSE binding this daemon mounts with (auto resolved). */
   readonly binding: FuseBinding;
+  private readonly chosenBinding: ChosenBinding;
   readonly readAhead: DirectoryReadAhead;
   /** Every number `knowledgefs status` and `--metrics-listen` report. */
   readonly metrics = new PrometheusMetrics(Object.values(D), { tallied: [D.fuseDuration] });
@@ -86,7 +87,8 @@ export class MountDaemon {
     this.cache = new ContentCache({ maxBytes: opts.cacheSize, dir: opts.cacheDir, dirMaxBytes: opts.cacheDirSize ?? MOUNT_DEFAULTS.cacheDirSize, log: io.log });
     this.fetcher = new ContentFetcher({ client, cache: this.cache, log: io.log, onStale: () => this.requestSync() });
     this.grants = new GrantCache(client, opts.grantTtlMs);
-    this.binding = chooseFuseBinding(opts.fuseBinding ?? DEFAULT_FUSE_BINDING, io.log);
+    this.chosenBinding = opts.fuseBindingChosen ?? chooseFuseBinding(opts.fuseBinding ?? DEFAULT_FUSE_BINDING);
+    this.binding = this.chosenBinding.binding;
     const traits = bindingTraits(this.binding);
     this.changedFiles = traits.versionsSharePageCache
       ? new ChangedFiles((opts.attrTimeoutSec ?? traits.defaultAttrTimeoutSec) * 1000 + CHANGE_MARGIN_MS)
@@ -215,6 +217,7 @@ export class MountDaemon {
       files: this.tree.fileCount,
       scopes: [...this.tree.scopes],
       prefetch: { done: this.prefetch.progress.done, total: this.prefetch.progress.total },
+      fuseBinding: describeBinding(this.chosenBinding),
       activity: await readActivity(this.metrics, this.startedAt),
     };
   }

@@ -5,7 +5,7 @@
 import type { ListenAddress } from '../core/text/listen-address.js';
 import { KnowledgeError } from '../core/errors.js';
 import { formatBytes } from '../core/text/units.js';
-import type { FuseBindingChoice } from './fuse/fuse-binding.js';
+import type { ChosenBinding, FuseBindingChoice } from './fuse/fuse-binding.js';
 
 export interface MountOptions {
   /** Absolute path where `knowledge/` appears; created when missing. */
@@ -69,6 +69,8 @@ export interface MountOptions {
    * --allow-other and --group must match how it was mounted.
    */
   readonly fuseFd?: number | undefined;
+  /** The binding run-mount.ts chose, and why (for `status`); chosen again from fuseBinding when absent. */
+  readonly fuseBindingChosen?: ChosenBinding;
 }
 
 export const MOUNT_DEFAULTS = {

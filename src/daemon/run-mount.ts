@@ -16,7 +16,7 @@ import { KnowledgeError, isKnowledgeError } from '../core/errors.js';
 import type { Plan } from '../core/session/plan.js';
 import { prepareCacheDirectory } from './content/cache-directory.js';
 import { HttpControlClient } from './control-plane/http-control-client.js';
-import { chooseFuseBinding, DEFAULT_FUSE_BINDING, type FuseBinding } from './fuse/fuse-binding.js';
+import { chooseFuseBinding, DEFAULT_FUSE_BINDING, describeBinding, type ChosenBinding } from './fuse/fuse-binding.js';
 import { describeFuseProblems, fuseProblems } from './fuse/fuse-check.js';
 import { checkHandedMount, handedMountBinding } from './fuse/handed-mount.js';
 import type { MountDaemonIo } from './mount-daemon.js';
@@ -41,20 +41,21 @@ export async function runMountDaemon(opts: MountOptions, io: MountDaemonIo, stop
   if (opts.cacheDir !== undefined) prepareCacheDirectory(opts.cacheDir);
   const mountpoint = resolve(opts.mountpoint);
   const choice = opts.fuseBinding ?? DEFAULT_FUSE_BINDING;
-  let binding: FuseBinding;
+  let chosen: ChosenBinding;
   if (opts.fuseFd === undefined) {
-    binding = chooseFuseBinding(choice, io.log);
-    const problems = fuseProblems(undefined, binding);
+    chosen = chooseFuseBinding(choice);
+    const problems = fuseProblems(undefined, chosen.binding);
     if (problems.length > 0) throw new KnowledgeError('config', describeFuseProblems(problems));
     const cleaned = await cleanStaleMount(mountpoint);
     if (cleaned !== undefined) io.log(cleaned);
     await mkdir(mountpoint, { recursive: true });
   } else {
     // Mounted already by a privileged step: no /dev/fuse, fusermount or mount point to prepare here.
-    binding = chooseFuseBinding(handedMountBinding(choice), io.log);
+    chosen = chooseFuseBinding(handedMountBinding(choice));
     await checkHandedMount(opts.fuseFd, mountpoint, { allowOther: opts.allowOther || opts.group !== undefined, defaultPermissions: opts.group !== undefined });
   }
-  const effective: MountOptions = { ...opts, mountpoint, fuseBinding: binding };
+  const binding = chosen.binding;
+  const effective: MountOptions = { ...opts, mountpoint, fuseBinding: binding, fuseBindingChosen: chosen };
 
   const t0 = performance.now();
   const client = io.client ?? new HttpControlClient({ serverUrl: opts.serverUrl, token: opts.token, requestTimeoutMs: opts.requestTimeoutMs });
@@ -76,6 +77,7 @@ export async function runMountDaemon(opts: MountOptions, io: MountDaemonIo, stop
       throw startupError(err, opts.serverUrl);
     }
     const { MountDaemon } = await loading;
+    io.log(`fuse binding: ${describeBinding(chosen)}`);
     io.log(`knowledgefs mount: ${describeMountOptions(effective)}`);
     const t1 = performance.now();
     const built = new MountDaemon(effective, io, plan, client);

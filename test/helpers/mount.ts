@@ -173,6 +173,8 @@ export interface StartMountOptions {
   readonly wrap?: (mountArgs: readonly string[]) => string[];
   /** The daemon runs as this user: the token file and the socket's directory become its own. */
   readonly daemonUser?: { readonly uid: number; readonly gid: number };
+  /** The CLI to run (default this checkout's bin/knowledgefs.js), e.g. a globally installed package's. */
+  readonly bin?: string;
 }
 
 export interface MountHandle {
@@ -225,7 +227,7 @@ export async function startMount(opts: StartMountOptions): Promise<MountHandle> 
   const args = ['mount', mountpoint, '--server', opts.serverUrl, ...tokenArgs, '--socket', socketPath, ...(opts.args ?? [])];
   const env: NodeJS.ProcessEnv = { ...process.env, ...opts.env };
   if (viaEnv) env.KNOWLEDGEFS_TOKEN = opts.token;
-  const child = spawn(process.execPath, [BIN, ...(opts.wrap?.(args) ?? args)], {
+  const child = spawn(process.execPath, [opts.bin ?? BIN, ...(opts.wrap?.(args) ?? args)], {
     env,
     stdio: ['ignore', 'pipe', 'pipe'],
   });

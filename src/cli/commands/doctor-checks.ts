@@ -32,9 +32,13 @@ export interface Probes {
   readonly uid: number;
   /** Supplementary and primary group ids of this process. */
   readonly groups: readonly number[];
-  /** Why the native (libfuse 3) binding cannot load here, or undefined when it loads; absent = not checked. */
-  readonly nativeBinding?: () => Promise<string | undefined>;
+  /** Whether the native (libfuse 3) binding loads here, from where, or why not; absent = not checked. */
+  readonly nativeBinding?: () => Promise<NativeProbe>;
 }
+
+export type NativeProbe =
+  | { readonly loads: true; /** e.g. `prebuilt linux-x64` (native-addon.ts). */ readonly origin: string }
+  | { readonly loads: false; readonly why: string; /** A mount would build it from source first. */ readonly canBuild: boolean };
 
 export function systemProbes(env: NodeJS.ProcessEnv): Probes {
   return {
@@ -61,13 +65,10 @@ export function systemProbes(env: NodeJS.ProcessEnv): Probes {
     uid: process.getuid?.() ?? -1,
     groups: [...new Set([...(process.getgroups?.() ?? []), process.getgid?.() ?? -1])],
     nativeBinding: async () => {
-      const { loadNativeAddon } = await import('../../daemon/fuse/native-fuse-adapter.js');
-      try {
-        loadNativeAddon();
-        return undefined;
-      } catch (err) {
-        return messageOf(err);
-      }
+      // Looks without building: doctor writes nothing.
+      const { resolveNativeAddon, thisMachine } = await import('../../daemon/fuse/native-addon.js');
+      const r = resolveNativeAddon(thisMachine(env), false);
+      return r.ok ? { loads: true, origin: r.origin } : { loads: false, why: r.reasons.join('; '), canBuild: r.canBuild };
     },
   };
 }
@@ -102,27 +103,33 @@ export async function checkDevFuse(p: Probes): Promise<CheckResult> {
   return { name, status: 'ok', detail: 'character device, opens read-write' };
 }
 
-/** A FUSE binding that can load: the native addon (libfuse 3), else fuse-native's libfuse 2. */
+/**
+ * The FUSE binding `knowledgefs mount` (--fuse-binding auto) would use, and
+ * why: the native addon (libfuse 3) when it loads, else fuse-native when
+ * libfuse.so.2 is here.
+ */
 export async function checkLibfuse(p: Probes): Promise<CheckResult> {
-  const name = 'libfuse';
-  const nativeProblem = p.nativeBinding === undefined ? 'not checked' : await p.nativeBinding();
-  if (nativeProblem === undefined) return { name, status: 'ok', detail: 'the native binding (libfuse 3) loads' };
-  const fix = 'build the native binding (npm run build:native; needs gcc, libfuse3-dev) or apt-get install -y libfuse2 for fuse-native (Debian/Ubuntu)';
+  const name = 'fuse binding';
+  const native: NativeProbe = p.nativeBinding === undefined ? { loads: false, why: 'not checked', canBuild: false } : await p.nativeBinding();
+  if (native.loads) return { name, status: 'ok', detail: `native (${native.origin}): a mount uses it` };
+  if (native.canBuild) {
+    return { name, status: 'note', detail: `native, built from source at the first mount (${native.why})`, fix: 'the build needs libfuse3-dev (Debian: apt-get install -y libfuse3-dev pkg-config)' };
+  }
+  const fix = 'apt-get install -y libfuse3-3 fuse3 for the native binding, or libfuse2 for fuse-native (Debian/Ubuntu)';
   const out = await p.ldconfig();
   const line = out?.split('\n').find((l) => /\blibfuse\.so\.2\b/.test(l));
-  if (line !== undefined) {
-    const path = line.split('=>')[1]?.trim();
-    return { name, status: 'ok', detail: `libfuse.so.2 at ${path ?? 'a path ldconfig knows'}` };
-  }
-  for (const path of p.libfusePaths) {
+  let libfuse2 = line === undefined ? undefined : (line.split('=>')[1]?.trim() ?? 'a path ldconfig knows');
+  for (const path of libfuse2 === undefined ? p.libfusePaths : []) {
     try {
       await access(path, fsConstants.R_OK);
-      return { name, status: 'ok', detail: `libfuse.so.2 at ${path}` };
+      libfuse2 = path;
+      break;
     } catch {
       // try the next one
     }
   }
-  return { name, status: 'FAIL', detail: 'libfuse.so.2 not found', fix };
+  if (libfuse2 !== undefined) return { name, status: 'ok', detail: `fuse-native (libfuse.so.2 at ${libfuse2}); native does not load: ${native.why}` };
+  return { name, status: 'FAIL', detail: `native does not load (${native.why}) and libfuse.so.2 is not found for fuse-native`, fix };
 }
 
 async function findOnPath(command: string, pathEnv: string | undefined): Promise<string | undefined> {

@@ -29,6 +29,7 @@ export function formatStatus(s: DaemonStatus): string {
     `mount      ${s.mountpoint}`,
     `session    ${s.sessionId}, plan ${s.planVersion.slice(0, 12)}: ${count(s.files)} files in ${s.scopes.length} scopes (${s.scopes.join(', ') || 'none'})`,
     `prefetch   ${count(s.prefetch.done)}/${count(s.prefetch.total)} files`,
+    ...(s.fuseBinding === undefined ? [] : [`fuse       ${s.fuseBinding}`]),
   ];
   const a = s.activity;
   if (a === undefined) return `${lines.join('\n')}\n`;

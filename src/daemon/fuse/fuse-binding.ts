@@ -1,11 +1,13 @@
 // Which FUSE binding mounts knowledge/ (--fuse-binding, $KNOWLEDGEFS_FUSE_BINDING):
 //   native       the libfuse 3 low-level addon (native-fuse-adapter.ts): long
-//                kernel caches, told of every change; needs the addon built
-//                (npm run build:native) and libfuse3-3 + fuse3;
+//                kernel caches, told of every change; needs the addon
+//                (native-addon.ts) and libfuse3-3 + fuse3;
 //   fuse-native  libfuse 2 through fuse-native (fuse-adapter.ts): 1 s kernel
 //                caches, needs libfuse2 + fuse;
-//   auto         native when its addon loads here, else fuse-native (one log
-//                line says why).
+//   auto         native when its addon loads here (native-addon.ts: built in
+//                this checkout, prebuilt in the npm package, or built from
+//                source now), else fuse-native. The mount says which and why
+//                in one stderr line, and `status` and `doctor` show it.
 // Both sit behind the same FuseMount; the rest of the daemon asks only the
 // traits below. Both adapters load their native code lazily, at mount.
 
@@ -41,16 +43,22 @@ export function parseFuseBinding(value: string, source = '--fuse-binding'): Fuse
   throw new KnowledgeError('invalid_argument', `${source} must be one of ${FUSE_BINDINGS.join(', ')} (got ${JSON.stringify(value)})`);
 }
 
+/** A resolved binding and why it is the one: where the addon came from, or why auto fell back. */
+export interface ChosenBinding {
+  readonly binding: FuseBinding;
+  readonly why: string;
+}
+
+export const describeBinding = (c: ChosenBinding): string => `${c.binding} (${c.why})`;
+
 /** Resolves `auto`; `native` when its addon cannot load is an error naming the fix. */
-export function chooseFuseBinding(choice: FuseBindingChoice, log: (line: string) => void): FuseBinding {
-  if (choice === 'fuse-native') return 'fuse-native';
+export function chooseFuseBinding(choice: FuseBindingChoice): ChosenBinding {
+  if (choice === 'fuse-native') return { binding: 'fuse-native', why: 'as asked' };
   try {
-    native.loadNativeAddon();
-    return 'native';
+    return { binding: 'native', why: native.loadNativeAddonWithOrigin().origin };
   } catch (err) {
     if (choice === 'native') throw err;
-    log(`fuse binding: fuse-native (${err instanceof Error ? err.message : String(err)})`);
-    return 'fuse-native';
+    return { binding: 'fuse-native', why: `auto: ${err instanceof Error ? err.message : String(err)}` };
   }
 }
 

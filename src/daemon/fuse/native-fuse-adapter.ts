@@ -34,6 +34,7 @@ import { treeChanges } from '../../core/tree/tree-changes.js';
 import { parentPath, ROOT_INO, type DirNode, type NodeStat, type Tree, type TreeNode } from '../../core/tree/tree.js';
 import { ErrnoMapper } from './errno.js';
 import type { KnowledgeFilesystem } from '../filesystem.js';
+import { addonProblem, resolveNativeAddon, thisMachine } from './native-addon.js';
 import type { FuseMount, FuseMountOptions } from './fuse-adapter.js';
 import { devFdPath } from './handed-mount.js';
 import { mountEntry } from './stale-mount.js';
@@ -87,25 +88,24 @@ export interface NativeAddon {
   invalInode(ino: number): void;
 }
 
-export const NATIVE_ADDON_PATH = fileURLToPath(new URL('../../../native/build/knowledgefs_fuse.node', import.meta.url));
+let addon: { readonly addon: NativeAddon; readonly origin: string } | undefined;
 
-let addon: NativeAddon | undefined;
-
-/** Loads the addon; a KnowledgeError says why it can't (not built, libfuse3 missing). */
-export function loadNativeAddon(): NativeAddon {
+/**
+ * Loads the addon (native-addon.ts: built here, prebuilt, or built from
+ * source now) and says where it came from; a KnowledgeError says why it
+ * can't (no prebuilt fits and no compiler, libfuse3 missing).
+ */
+export function loadNativeAddonWithOrigin(): { readonly addon: NativeAddon; readonly origin: string } {
   if (addon === undefined) {
-    try {
-      addon = createRequire(import.meta.url)(NATIVE_ADDON_PATH) as NativeAddon;
-    } catch (err) {
-      const why = err instanceof Error ? err.message.split('\n')[0] : String(err);
-      throw new KnowledgeError(
-        'config',
-        `cannot load the libfuse 3 binding (${NATIVE_ADDON_PATH}): ${why}. ` +
-          'Build it with `npm run build:native` (needs gcc and libfuse3-dev; at run time libfuse3-3 and fuse3).',
-      );
-    }
+    const found = resolveNativeAddon<NativeAddon>(thisMachine(), true);
+    if (!found.ok) throw new KnowledgeError('config', addonProblem(found.reasons));
+    addon = { addon: found.addon, origin: found.origin };
   }
   return addon;
+}
+
+export function loadNativeAddon(): NativeAddon {
+  return loadNativeAddonWithOrigin().addon;
 }
 
 /** A node id per version: each version has its own page cache (fuse-binding.ts, changed-files.ts). */
