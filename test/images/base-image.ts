@@ -33,7 +33,7 @@ async function ensureDebianImage(env: NodeJS.ProcessEnv): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'kfs-rootfs-'));
   try {
     const start = performance.now();
-    say('mmdebstrap: a Debian bookworm root filesystem (about a minute)…');
+    say('mmdebstrap: a Debian bookworm root filesystem (1-4 minutes)…');
     await run('mmdebstrap', ['--variant=minbase', '--quiet', 'bookworm', join(dir, 'rootfs.tar'), APT_SOURCES], { env });
     await run('podman', ['import', join(dir, 'rootfs.tar'), DEBIAN_IMAGE], { env });
     say(`${DEBIAN_IMAGE} made in ${seconds(start)}`);
