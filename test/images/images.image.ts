@@ -20,7 +20,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { REPO_ROOT } from '../helpers/control-plane.js';
 import { ensureBaseImage } from './base-image.js';
-import { containersEnv, ensureContainerTools, run, say, seconds, type RunOptions } from './podman.js';
+import { containersEnv, ensureContainerTools, removeContainersConf, run, say, seconds, type RunOptions } from './podman.js';
 import { expectRunnerOutput, RUNNER_SCRIPT } from './runner-checks.js';
 
 const DOCKERFILE = join(REPO_ROOT, 'docker', 'Dockerfile');
@@ -139,6 +139,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await removeContainers();
   if (tmp) rmSync(tmp, { recursive: true, force: true });
+  removeContainersConf();
   say(`report:\n  ${report.join('\n  ')}`);
 }, 120_000);
 

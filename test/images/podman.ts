@@ -3,7 +3,7 @@
 // their output for the error message.
 
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -42,9 +42,12 @@ export function ensureContainerTools(): void {
  * CAP_SYS_RESOURCE: podman's defaults fail with "setrlimit RLIMIT_NOFILE").
  * An existing $CONTAINERS_CONF is kept.
  */
+let confDir: string | undefined;
+
 export function containersEnv(): NodeJS.ProcessEnv {
   if (process.env.CONTAINERS_CONF) return { ...process.env, BUILDAH_FORMAT: 'docker' };
   const dir = mkdtempSync(join(tmpdir(), 'kfs-containers-conf-'));
+  confDir = dir;
   const file = join(dir, 'containers.conf');
   writeFileSync(file, [
     '[containers]',
@@ -56,6 +59,12 @@ export function containersEnv(): NodeJS.ProcessEnv {
   ].join('\n'));
   // docker format: the OCI format drops HEALTHCHECK.
   return { ...process.env, CONTAINERS_CONF: file, BUILDAH_FORMAT: 'docker' };
+}
+
+/** Removes the settings file containersEnv wrote, if it wrote one. */
+export function removeContainersConf(): void {
+  if (confDir) rmSync(confDir, { recursive: true, force: true });
+  confDir = undefined;
 }
 
 export interface Run { readonly code: number | null; readonly stdout: string; readonly stderr: string }
