@@ -26,14 +26,27 @@ function run(cmd: string, args: string[]): Promise<{ code: number | null; out: s
 
 describe('docker/', () => {
   it('the Dockerfile has the runner and control-plane targets', () => {
-    expect(dockerfile).toMatch(/^FROM node:20-slim AS build$/m);
+    // Every stage starts from the base image argument, by default the active Node LTS line.
+    expect(dockerfile).toMatch(/^ARG NODE_IMAGE=node:24-slim$/m);
+    expect(dockerfile).toMatch(/^FROM \$\{NODE_IMAGE\} AS build$/m);
+    expect(dockerfile).toMatch(/^FROM \$\{NODE_IMAGE\} AS base$/m);
+    expect(dockerfile).not.toMatch(/^FROM node:/m);
     expect(dockerfile).toMatch(/^FROM base AS runner$/m);
     expect(dockerfile).toMatch(/^FROM base AS control-plane$/m);
     // The build stage compiles the libfuse 3 addon; the runner ships only its run-time packages.
-    expect(dockerfile).toMatch(/apt-get install -y --no-install-recommends gcc make pkg-config libc6-dev libfuse3-dev/);
+    // libfuse2 too: fuse-native's install script loads its prebuilt binding, and without
+    // libfuse.so.2 falls back to node-gyp, which has no Python in the build stage.
+    expect(dockerfile).toMatch(/apt-get install -y --no-install-recommends gcc make pkg-config libc6-dev libfuse3-dev libfuse2 /);
     expect(dockerfile).toMatch(/RUN npm run build:native/);
     expect(dockerfile).toMatch(/COPY --from=build \/src\/native\/build \.\/native\/build/);
     expect(dockerfile).toMatch(/apt-get install -y --no-install-recommends libfuse3-3 fuse3 util-linux/);
+  });
+
+  it('npm ci in the build stage takes an optional CA bundle as the secret `ca` and checks its own result', () => {
+    const npmCi = /^RUN --mount=type=secret,id=ca (.*?)\n(?=\S)/ms.exec(dockerfile)?.[1] ?? '';
+    expect(npmCi).toMatch(/if \[ -s \/run\/secrets\/ca \]; then export NODE_EXTRA_CA_CERTS=\/run\/secrets\/ca; fi/);
+    expect(npmCi).toMatch(/npm ci /);
+    expect(npmCi).toMatch(/node_modules\/\.package-lock\.json/);
   });
 
   it('every COPY from the build context exists in the repository', () => {
