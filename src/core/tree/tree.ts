@@ -29,237 +29,26 @@
 // held across a change stays on the version it opened and the kernel may keep
 // the cached pages of every inode for as long as it likes.
 
-import type { Plan, PlanFile } from '../session/plan.js';
+import type { Plan } from '../session/plan.js';
 import { compareScopes, type ScopeName } from '../scope.js';
-
-export const DIR_MODE = 0o040555;
-export const FILE_MODE = 0o100444;
-const S_IFDIR = 0o040000;
-const S_IFREG = 0o100000;
-
-/** The shape fuse-native reads; a node is its own stat, reused for every getattr. */
-export interface NodeStat {
-  readonly ino: number;
-  readonly mode: number;
-  readonly uid: number;
-  readonly gid: number;
-  readonly size: number;
-  readonly nlink: number;
-  readonly blksize: number;
-  readonly blocks: number;
-  readonly mtime: number;
-  readonly atime: number;
-  readonly ctime: number;
-}
-
-export interface FileVersion {
-  readonly sha256: string;
-  readonly size: number;
-  /** The mtime reported for this content. */
-  readonly mtimeMs: number;
-}
-
-export interface FileNode extends FileVersion {
-  readonly kind: 'file';
-  /** Mount path, e.g. `/team_x/runbooks/a.md`. */
-  readonly path: string;
-  readonly scope: ScopeName;
-  /** Path inside the scope, e.g. `runbooks/a.md`. */
-  readonly scopePath: string;
-  /** The mtime the plan gave (mtimeMs may be bumped; see header). */
-  readonly planMtimeMs: number;
-  /** Earlier contents of this path, newest first (at most VERSION_HISTORY - 1). */
-  readonly history: readonly FileVersion[];
-  readonly stat: NodeStat;
-}
-
-export interface DirNode {
-  readonly kind: 'dir';
-  readonly path: string;
-  /** Scope the directory belongs to; '' for the root. */
-  readonly scope: ScopeName;
-  /** Sorted child names. */
-  readonly names: readonly string[];
-  readonly stat: NodeStat;
-}
-
-export type TreeNode = FileNode | DirNode;
-
-/** Versions remembered per path (this one included). */
-export const VERSION_HISTORY = 4;
-/** The root directory's inode (FUSE_ROOT_ID). */
-export const ROOT_INO = 1;
-/** Removed paths whose versions are remembered, across plans. */
-export const REMOVED_HISTORY = 4096;
-
-export interface TreeOptions {
-  readonly uid?: number;
-  readonly gid?: number;
-  /** Permission bits of files (default 0o444) and directories (default 0o555). */
-  readonly fileMode?: number;
-  readonly dirMode?: number;
-  /** Mtime for the root and for directories with no files. */
-  readonly emptyDirMtimeMs?: number;
-}
-
-/** Who owns every node of a tree, and the modes they report: one object shared by all nodes. */
-interface Owner {
-  readonly uid: number;
-  readonly gid: number;
-  readonly fileMode: number;
-  readonly dirMode: number;
-}
-
-function ownerOf(opts: TreeOptions): Owner {
-  return {
-    uid: opts.uid ?? 0,
-    gid: opts.gid ?? 0,
-    fileMode: S_IFREG | ((opts.fileMode ?? FILE_MODE) & 0o777),
-    dirMode: S_IFDIR | ((opts.dirMode ?? DIR_MODE) & 0o777),
-  };
-}
-
-/** The directory holding `path` ('/' for a top-level name and for the root itself). */
-export function parentPath(path: string): string {
-  const slash = path.lastIndexOf('/');
-  return slash <= 0 ? '/' : path.slice(0, slash);
-}
-
-const NO_HISTORY: readonly FileVersion[] = Object.freeze([]);
-const NO_PATHS: readonly string[] = Object.freeze([]);
-
-class FileEntry implements FileNode, NodeStat {
-  constructor(
-    readonly ino: number,
-    readonly path: string,
-    readonly scope: ScopeName,
-    readonly sha256: string,
-    readonly size: number,
-    readonly mtimeMs: number,
-    readonly planMtimeMs: number,
-    readonly history: readonly FileVersion[],
-    readonly owner: Owner,
-  ) {}
-  get uid(): number {
-    return this.owner.uid;
-  }
-  get gid(): number {
-    return this.owner.gid;
-  }
-  get kind(): 'file' {
-    return 'file';
-  }
-  /** Derived, not stored: `/scope/` is always the prefix of `path`. */
-  get scopePath(): string {
-    return this.path.slice(this.scope.length + 2);
-  }
-  get stat(): NodeStat {
-    return this;
-  }
-  get mode(): number {
-    return this.owner.fileMode;
-  }
-  get nlink(): number {
-    return 1;
-  }
-  get blksize(): number {
-    return 4096;
-  }
-  get blocks(): number {
-    return Math.ceil(this.size / 512);
-  }
-  get mtime(): number {
-    return this.mtimeMs;
-  }
-  get atime(): number {
-    return this.mtimeMs;
-  }
-  get ctime(): number {
-    return this.mtimeMs;
-  }
-}
-
-class DirEntry implements DirNode, NodeStat {
-  constructor(
-    readonly ino: number,
-    readonly path: string,
-    readonly scope: ScopeName,
-    readonly names: readonly string[],
-    readonly mtime: number,
-    readonly nlink: number,
-    readonly owner: Owner,
-  ) {}
-  get uid(): number {
-    return this.owner.uid;
-  }
-  get gid(): number {
-    return this.owner.gid;
-  }
-  get kind(): 'dir' {
-    return 'dir';
-  }
-  get stat(): NodeStat {
-    return this;
-  }
-  get mode(): number {
-    return this.owner.dirMode;
-  }
-  get size(): number {
-    return 4096;
-  }
-  get blksize(): number {
-    return 4096;
-  }
-  get blocks(): number {
-    return 8;
-  }
-  get atime(): number {
-    return this.mtime;
-  }
-  get ctime(): number {
-    return this.mtime;
-  }
-}
-
-/**
- * The mtime to report for `file` and the path's history, given the node it
- * replaces (if any) or the versions remembered for a removed path.
- */
-export function reportedVersion(
-  file: PlanFile,
-  previous: FileNode | undefined,
-  remembered: readonly FileVersion[],
-): { mtimeMs: number; history: readonly FileVersion[] } {
-  if (previous !== undefined && previous.sha256 === file.sha256 && previous.planMtimeMs === file.mtimeMs) {
-    return { mtimeMs: previous.mtimeMs, history: previous.history };
-  }
-  const older = previous === undefined ? remembered : versionsOf(previous);
-  if (older.length === 0) return { mtimeMs: file.mtimeMs, history: NO_HISTORY };
-  let mtimeMs = file.mtimeMs;
-  while (older.some((v) => v.sha256 !== file.sha256 && v.size === file.size && v.mtimeMs === mtimeMs)) mtimeMs++;
-  const history = older.filter((v) => v.sha256 !== file.sha256);
-  if (history.length > VERSION_HISTORY - 1) history.length = VERSION_HISTORY - 1;
-  return { mtimeMs, history: history.length === 0 ? NO_HISTORY : history };
-}
-
-/** A node's content and its history as plain values (never the node: old trees must not be retained). */
-function versionsOf(node: FileNode): FileVersion[] {
-  return [{ sha256: node.sha256, size: node.size, mtimeMs: node.mtimeMs }, ...node.history];
-}
-
-interface DirBuild {
-  names: string[];
-  mtimeMs: number;
-  scope: ScopeName;
-  subdirs: number;
-  /** Undefined for the root. */
-  readonly parent: DirBuild | undefined;
-}
-
-/** A directory's mtime is its newest descendant's, so `find -newer` works on directories too. */
-function bumpDirMtimes(dir: DirBuild, mtimeMs: number): void {
-  for (let d: DirBuild | undefined = dir; d !== undefined && d.mtimeMs < mtimeMs; d = d.parent) d.mtimeMs = mtimeMs;
-}
+import {
+  type FileVersion,
+  type FileNode,
+  type TreeNode,
+  ROOT_INO,
+  REMOVED_HISTORY,
+  type TreeOptions,
+  ownerOf,
+  NO_HISTORY,
+  NO_PATHS,
+  FileEntry,
+  DirEntry,
+  reportedVersion,
+  versionsOf,
+  type DirBuild,
+  bumpDirMtimes,
+} from './tree-nodes.js';
+export { DIR_MODE, FILE_MODE, ROOT_INO, VERSION_HISTORY, REMOVED_HISTORY, parentPath, reportedVersion, type NodeStat, type FileVersion, type FileNode, type DirNode, type TreeNode, type TreeOptions } from './tree-nodes.js';
 
 export class Tree {
   readonly version: string;
