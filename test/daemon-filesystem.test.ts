@@ -174,6 +174,21 @@ describe('open', () => {
     expect(readAll(h.fs, fresh, 16)).toBe('ALPHA v2 longer\n');
   });
 
+  it('a revoked scope: its handles read ESTALE with either binding, even for an unchanged file; other scopes keep reading', async () => {
+    for (const changedFiles of [undefined, new ChangedFiles(0)]) {
+      const h = harness({ changedFiles });
+      const lost = await h.fs.open('/team_x/notes.md', 0);
+      const kept = await h.fs.open('/account/DUTY.md', 0);
+      expect(readAll(h.fs, lost, 8)).toBe('x notes\n');
+      h.setTree(h.tree().withoutScope('team_x'));
+      expect(await codeOf(() => h.fs.read(lost, Buffer.alloc(8), 8, 0))).toBe(ESTALE);
+      expect(readAll(h.fs, kept, 10)).toBe('# Account\n');
+      // Granted again: the held handle serves its version again (its bytes never left it).
+      h.setTree(Tree.fromPlan(h.client.currentPlan(), h.tree()));
+      expect(readAll(h.fs, lost, 8)).toBe('x notes\n');
+    }
+  });
+
   it('shared page cache: a handle whose path holds another version, or is gone, reads ESTALE; the same bytes under a new mtime keep reading', async () => {
     const h = harness({ changedFiles: new ChangedFiles(0) });
     const stale = await h.fs.open('/account/runbooks/a.md', 0);

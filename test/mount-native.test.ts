@@ -5,6 +5,8 @@
 // while a writer edits, deletes and re-adds files under them; every read
 // must be one whole version, stat after cat never shows an older version's
 // size, nothing hangs, and the mount goes away cleanly.
+// Descriptors held across a revocation are driven on both bindings here,
+// side by side, because what they still read differs (docs/SEMANTICS.md).
 //
 // Skipped where the addon cannot load (not built); with CI=true that is a
 // failure instead.
@@ -14,7 +16,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { startControlPlane, type TestControlPlane } from './helpers/control-plane.js';
-import { makeDataDir, removeDataDir, removeDataFile, writeDataFile } from './helpers/data-dir.js';
+import { makeDataDir, removeDataDir, removeDataFile, writeDataFile, writeDirectory, type DataDirSpec } from './helpers/data-dir.js';
 import { fuseSuite, isMounted, run, startMount, suiteNeeding, waitFor, type MountHandle } from './helpers/mount.js';
 import { loadNativeAddon } from '../src/daemon/fuse/native-fuse-adapter.js';
 
@@ -39,9 +41,13 @@ let cp: TestControlPlane;
 let dataDir: string;
 const mounts: MountHandle[] = [];
 
-async function mount(): Promise<MountHandle> {
-  const { token } = await cp.createSession({ kind: 'team', creator: 'alice', team: 'payments' });
-  const m = await startMount({ serverUrl: cp.url, token, args: NATIVE });
+const TEAMS = { payments: 'Payments', search: 'Search', billing: 'Billing' };
+/** alice's teams: `billing` only joins (and leaves) in the test of the root. */
+const members = (teams: string[]): DataDirSpec => ({ teams: TEAMS, users: { alice: { teams } } });
+
+async function mount(kind: 'team' | 'personal' = 'team', args: readonly string[] = NATIVE): Promise<MountHandle> {
+  const { token } = await cp.createSession({ kind, creator: 'alice', team: 'payments' });
+  const m = await startMount({ serverUrl: cp.url, token, args });
   mounts.push(m);
   return m;
 }
@@ -58,8 +64,7 @@ const cat = (path: string) => run('cat', [path]);
 nativeSuite('native binding (libfuse 3, kernel invalidation)', () => {
   beforeAll(async () => {
     dataDir = await makeDataDir({
-      teams: { payments: 'Payments' },
-      users: { alice: { teams: ['payments'] } },
+      ...members(['payments', 'search']),
       files: {
         'account/DUTY.md': '# Account\n',
         'account/edit-me.md': 'version one\n',
@@ -67,6 +72,9 @@ nativeSuite('native binding (libfuse 3, kernel invalidation)', () => {
         'account/shape': 'a file for now\n',
         'account/held.md': 'first line old\nrest old\n',
         'teams/payments/DUTY.md': '# Payments\n',
+        'teams/search/DUTY.md': '# Search\n',
+        'teams/search/runbooks/reindex.md': 'reindex steps\n',
+        'teams/billing/DUTY.md': '# Billing\n',
       },
     });
     cp = await startControlPlane({ dataDir });
@@ -130,6 +138,121 @@ nativeSuite('native binding (libfuse 3, kernel invalidation)', () => {
     const out = await held;
     expect(out.code).toBe(0);
     expect(out.stdout).toBe('first line old\nrest old\n');
+  });
+
+  it('a name the kernel never saw and a name it cached as missing both appear: file and directory', async () => {
+    const m = await mount();
+    const acct = join(m.mountpoint, 'account');
+    expect((await run('ls', [acct])).code).toBe(0); // the listing is cached; no lookup of the new names
+    expect((await run('stat', [join(acct, 'missing-then-file.md')])).code).not.toBe(0); // cached as missing
+    expect((await run('stat', [join(acct, 'missing-then-dir')])).code).not.toBe(0);
+
+    await writeDataFile(dataDir, 'account/unseen-file.md', 'never looked up\n');
+    await writeDataFile(dataDir, 'account/unseen-dir/inside.md', 'inside, never looked up\n');
+    await writeDataFile(dataDir, 'account/missing-then-file.md', 'was missing\n');
+    await writeDataFile(dataDir, 'account/missing-then-dir/inside.md', 'inside, was missing\n');
+    const names = ['unseen-file.md', 'unseen-dir', 'missing-then-file.md', 'missing-then-dir'];
+    // The listing first, before anything looks the new names up: only the kernel notification can make ls show them.
+    expect(await waitFor(async () => {
+      const ls = (await run('ls', [acct])).stdout.split('\n');
+      return names.every((n) => ls.includes(n));
+    }, BOUND)).toBe(true);
+    expect((await cat(join(acct, 'unseen-file.md'))).stdout).toBe('never looked up\n');
+    expect((await run('ls', [join(acct, 'unseen-dir')])).stdout).toBe('inside.md\n');
+    expect((await cat(join(acct, 'unseen-dir/inside.md'))).stdout).toBe('inside, never looked up\n');
+    expect((await cat(join(acct, 'missing-then-file.md'))).stdout).toBe('was missing\n');
+    expect((await run('stat', ['-c', '%F', join(acct, 'missing-then-dir')])).stdout.trim()).toBe('directory');
+    expect((await cat(join(acct, 'missing-then-dir/inside.md'))).stdout).toBe('inside, was missing\n');
+  });
+
+  it('a team scope appears at the root when the creator joins it and leaves when they leave', async () => {
+    await writeDirectory(dataDir, members(['payments', 'search']));
+    const m = await mount('personal');
+    const root = async () => (await run('ls', [m.mountpoint])).stdout.split('\n').filter(Boolean);
+    expect(await root()).toEqual(['account', 'team_payments', 'team_search']);
+    expect((await run('stat', [join(m.mountpoint, 'team_billing')])).code).not.toBe(0); // cached as missing, too
+    try {
+      await writeDirectory(dataDir, members(['payments', 'search', 'billing']));
+      expect(await waitFor(async () => (await root()).includes('team_billing'), BOUND)).toBe(true);
+      expect(await root()).toEqual(['account', 'team_billing', 'team_payments', 'team_search']);
+      expect((await cat(join(m.mountpoint, 'team_billing/DUTY.md'))).stdout).toBe('# Billing\n');
+
+      await writeDirectory(dataDir, members(['payments', 'search']));
+      expect(await waitFor(async () => !(await root()).includes('team_billing'), BOUND)).toBe(true);
+      expect(await root()).toEqual(['account', 'team_payments', 'team_search']);
+      expect((await cat(join(m.mountpoint, 'team_billing/DUTY.md'))).stderr).toMatch(/No such file or directory/);
+    } finally {
+      await writeDirectory(dataDir, members(['payments', 'search']));
+    }
+  });
+
+  /** Holds descriptors in a child process across a revocation; what each held one lists and reads afterwards. */
+  async function heldAcrossRevocation(args: readonly string[]): Promise<{ before: unknown; first: string; after: unknown; rest: string }> {
+    await writeDirectory(dataDir, members(['payments', 'search']));
+    const m = await mount('personal', args);
+    const team = join(m.mountpoint, 'team_search');
+    const ready = join(m.dir, 'held.flag');
+    const go = join(m.dir, 'revoked.flag');
+    // Holds the root, the team's directory, a directory in it and a file (8 bytes read, so the kernel has its pages),
+    // then, once told, lists each held directory again from the start (listdir rewinds) and reads on.
+    const script = `
+import errno, json, os, sys, time
+root, team, sub, file, ready, go = sys.argv[1:7]
+dirs = {k: os.open(p, os.O_RDONLY | os.O_DIRECTORY) for k, p in (('root', root), ('team', team), ('sub', sub))}
+f = os.open(file, os.O_RDONLY)
+def listing(fd):
+    try:
+        return sorted(os.listdir(fd))
+    except OSError as e:
+        return errno.errorcode[e.errno]
+before = {k: listing(fd) for k, fd in dirs.items()}
+first = os.read(f, 8).decode()
+open(ready, 'w').close()
+while not os.path.exists(go):
+    time.sleep(0.05)
+after = {k: listing(fd) for k, fd in dirs.items()}
+try:
+    rest = os.read(f, 100).decode()
+except OSError as e:
+    rest = errno.errorcode[e.errno]
+print(json.dumps({'before': before, 'first': first, 'after': after, 'rest': rest}))
+`;
+    const held = run('python3', ['-c', script, m.mountpoint, team, join(team, 'runbooks'), join(team, 'runbooks/reindex.md'), ready, go], { timeoutMs: 60_000 });
+    try {
+      expect(await waitFor(async () => (await run('test', ['-e', ready])).code === 0, 10_000)).toBe(true);
+      await writeDirectory(dataDir, members(['payments']));
+      expect(await waitFor(async () => !(await run('ls', [m.mountpoint])).stdout.includes('team_search'), BOUND)).toBe(true);
+    } finally {
+      await writeFile(go, '');
+    }
+    const out = await held;
+    expect(out.code, out.stderr).toBe(0);
+    await writeDirectory(dataDir, members(['payments', 'search']));
+    expect(await waitFor(async () => (await cat(join(team, 'runbooks/reindex.md'))).stdout === 'reindex steps\n', BOUND)).toBe(true);
+    return JSON.parse(out.stdout) as { before: unknown; first: string; after: unknown; rest: string };
+  }
+
+  const heldBefore = { root: ['account', 'team_payments', 'team_search'], team: ['DUTY.md', 'runbooks'], sub: ['reindex.md'] };
+
+  it('descriptors held across a revocation: directories list nothing of the lost team, a file reads ESTALE', async () => {
+    expect(await heldAcrossRevocation(NATIVE)).toEqual({
+      before: heldBefore,
+      first: 'reindex ',
+      after: { root: ['account', 'team_payments'], team: [], sub: [] },
+      rest: 'ESTALE',
+    });
+  });
+
+  it('fuse-native, descriptors held across a revocation: the lost directories are ENOENT; a file reads what the kernel cached, else ESTALE', async () => {
+    const got = await heldAcrossRevocation(['--fuse-binding', 'fuse-native', ...NATIVE.slice(2)]);
+    expect({ ...got, rest: undefined }).toEqual({
+      before: heldBefore,
+      first: 'reindex ',
+      after: { root: ['account', 'team_payments'], team: 'ENOENT', sub: 'ENOENT' },
+      rest: undefined,
+    });
+    // libfuse 2 cannot drop the kernel's pages: the rest of this small file was cached by the first read.
+    expect(['steps\n', 'ESTALE']).toContain(got.rest);
   });
 
   it('soak: readers while files change under them: whole versions only, no stale sizes, no hangs, clean unmount', async () => {

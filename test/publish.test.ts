@@ -50,13 +50,22 @@ describe('publish', () => {
     const p = prefix();
     const data = await makeDataDir(spec);
     let counting: CountingStore | null = null;
+    // When each PUT completes, from a store that answers earlier requests later (the first of the 7 uploads after
+    // 560 ms, the last after 80 ms): an upload the publish did not wait for finishes after the pointer starts.
     const order: string[] = [];
+    let started = 0;
+    let doneWhenPointerStarted = -1;
     const wrap = (st: Parameters<typeof countingStore>[0]) => {
       counting = countingStore(st);
       const put = counting.put.bind(counting);
       counting.put = async (key, body, type) => {
-        order.push(key.split('/')[0] as string);
-        return put(key, body, type);
+        const kind = key.split('/')[0] as string;
+        if (kind === POINTER_KEY) doneWhenPointerStarted = order.length;
+        const slowness = Math.max(0, 7 - started++) * 80;
+        const result = await put(key, body, type);
+        if (kind !== POINTER_KEY) await new Promise((r) => setTimeout(r, slowness));
+        order.push(kind);
+        return result;
       };
       return counting;
     };
@@ -66,8 +75,10 @@ describe('publish', () => {
       expect(first.uploaded).toEqual({ blobs: 4, bytes: Buffer.byteLength('# Account\nshared bytes\n# Payments\ndb v1\n'), indexes: 2, directories: 1 });
       expect(first.scopes.map((s) => [s.scope, s.status, s.files])).toEqual([['account', 'added', 2], ['team_payments', 'added', 3]]);
       expect(first.directory).toBe('added');
-      // The pointer is the last write.
-      expect(order.at(-1)).toBe('current.json');
+      // The pointer is the last write: every other PUT had completed before it began.
+      expect(order.at(-1)).toBe(POINTER_KEY);
+      expect(doneWhenPointerStarted).toBe(started - 1);
+      expect(order).toHaveLength(started);
       expect(order.slice(0, 4)).toEqual(['blobs', 'blobs', 'blobs', 'blobs']);
       const pointer = parsePointer((await pointerBytes(p)) as Buffer);
       expect(Object.keys(pointer.scopes)).toEqual(['account', 'team_payments']);

@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fileStateStore, journalFileOf, type StateStore } from '../src/server/state/file/state-file.js';
 import { SessionRegistry, type PersistedState, type StateChange } from '../src/server/state/file/session-registry.js';
+import { MAX_READ_SET } from '../src/server/state/session-record.js';
 
 let dir: string;
 let n = 0;
@@ -169,6 +170,29 @@ describe('SessionRegistry on the journal', () => {
     const reopened = await SessionRegistry.open(fileStateStore<PersistedState, StateChange>(file));
     expect(reopened.cached(record.id)?.readSet).toEqual([entry('account/a.md', 'a')]);
     expect(reopened.cached(record.id)?.mounted).toEqual([]);
+    await reopened.close();
+  });
+
+  it('the read set holds at most MAX_READ_SET reads: the oldest are forgotten first, a re-read counts as new, a reopen agrees', async () => {
+    const file = freshFile();
+    const registry = await SessionRegistry.open(fileStateStore<PersistedState, StateChange>(file));
+    const { record } = await registry.create({ kind: 'personal', creator: 'alice' }, '2025-01-01T00:00:00Z');
+    const path = (i: number) => `account/f${i}.md`;
+    await Promise.all(Array.from({ length: MAX_READ_SET }, (_, i) => registry.recordRead(record, entry(path(i), 'a'), null)));
+    expect(record.readSet).toHaveLength(MAX_READ_SET);
+    expect(record.readSet[0]?.path).toBe(path(0));
+    // A re-read of f1 (another version) replaces its entry at the newest end: the set does not grow.
+    await registry.recordRead(record, entry(path(1), 'b'), null);
+    expect(record.readSet).toHaveLength(MAX_READ_SET);
+    // Two new paths past the cap: f0 and then f2 are forgotten, not f1, and not the new ones.
+    await registry.recordRead(record, entry('account/new-1.md', 'c'), null);
+    await registry.recordRead(record, entry('account/new-2.md', 'c'), null);
+    const expected = [...Array.from({ length: MAX_READ_SET - 3 }, (_, i) => path(i + 3)), path(1), 'account/new-1.md', 'account/new-2.md'];
+    expect(record.readSet.map((e) => e.path)).toEqual(expected);
+    expect(record.readSet.at(-3)).toEqual(entry(path(1), 'b'));
+    await registry.close();
+    const reopened = await SessionRegistry.open(fileStateStore<PersistedState, StateChange>(file));
+    expect(reopened.cached(record.id)?.readSet.map((e) => e.path)).toEqual(expected);
     await reopened.close();
   });
 

@@ -8,11 +8,11 @@ import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { scrape, value } from './helpers/metrics-scrape.js';
 import { KnowledgeError } from '../src/core/errors.js';
-import { POINTER_KEY, blobKey, indexKey, parsePointer, serializePointer } from '../src/core/publication.js';
+import { POINTER_KEY, blobKey, directoryKey, indexKey, parsePointer, serializePointer } from '../src/core/publication.js';
 import type { Plan } from '../src/core/session/plan.js';
 import { SHA256_HEADER } from '../src/core/wire.js';
 import { droppingPuts, publishTo, s3Store, startBucketControlPlane, type BucketControlPlane } from './helpers/bucket.js';
-import { makeDataDir, removeDataDir, removeDataFile, writeDataFile, type DataDirSpec } from './helpers/data-dir.js';
+import { directoryJsonOf, makeDataDir, removeDataDir, removeDataFile, writeDataFile, type DataDirSpec } from './helpers/data-dir.js';
 import { startS3, type TestS3 } from './helpers/s3rver.js';
 
 const sha = (s: string | Buffer) => createHash('sha256').update(s).digest('hex');
@@ -276,6 +276,16 @@ describe('malformed publications are refused whole', () => {
       name: 'a pointer to a directory.json that does not exist',
       log: /directories\/e{64}\.json: missing/,
       corrupt: ({ raw, pointer }) => raw.put(POINTER_KEY, serializePointer({ ...pointer, directory: 'e'.repeat(64) })),
+    },
+    {
+      name: 'a directory.json that does not hash to its name (tampered teams and memberships)',
+      log: /directories\/d{64}\.json: does not hash to its name/,
+      corrupt: async ({ raw, pointer }) => {
+        // Well-formed, and it would give alice the search team and a new owner: only its hash gives it away.
+        const tampered = directoryJsonOf({ teams: spec.teams, users: { alice: { teams: ['payments', 'search'] }, mallory: { teams: ['payments'], role: 'owner' } } });
+        await raw.put(directoryKey('d'.repeat(64)), Buffer.from(tampered));
+        await raw.put(POINTER_KEY, serializePointer({ ...pointer, directory: 'd'.repeat(64), publishedAt: 'later' }));
+      },
     },
     {
       name: 'an index whose files do not hash to its version',

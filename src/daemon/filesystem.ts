@@ -15,7 +15,8 @@
 //   3. denied → ENOENT and the scope leaves the tree at once (onDenied);
 //      the file vanished on the control plane → ENOENT and a sync is asked for;
 //   4. the verified Buffer is pinned to the handle: every read of that handle
-//      serves that version, never another.
+//      serves that version, never another, while the tree holds its scope
+//      (a revoked scope's handles read ESTALE).
 //
 // With a binding whose versions of a path share one page cache
 // (`changedFiles` set; see changed-files.ts), an open of a recently changed
@@ -55,6 +56,7 @@ export interface FilesystemDeps {
 /** The version a handle serves. */
 interface Pinned {
   readonly path: string;
+  readonly scope: FileNode['scope'];
   readonly sha256: string;
   readonly bytes: Buffer;
 }
@@ -177,7 +179,7 @@ export class KnowledgeFilesystem {
 
   private pin(node: FileNode, bytes: Buffer): number {
     const fd = this.allocateHandle();
-    this.handles.set(fd, { path: node.path, sha256: node.sha256, bytes });
+    this.handles.set(fd, { path: node.path, scope: node.scope, sha256: node.sha256, bytes });
     return fd;
   }
 
@@ -185,11 +187,16 @@ export class KnowledgeFilesystem {
    * Up to `length` bytes at `position` of the pinned version, without copying
    * (a view of the pinned Buffer). With a shared page cache, ESTALE once the
    * path holds another version (or is gone): those bytes would land in the
-   * cache new opens read.
+   * cache new opens read. With any binding, ESTALE once the tree no longer
+   * holds the handle's scope (revoked, or the session is gone): a descriptor
+   * does not outlive the right to read what it opened.
    */
   slice(fd: number, length: number, position: number): Buffer {
     const pinned = this.handles.get(fd);
     if (pinned === undefined) throw new ErrnoError(EBADF, `bad file handle ${fd}`);
+    if (!this.deps.tree().hasScope(pinned.scope)) {
+      throw new ErrnoError(ESTALE, `${pinned.path}: this session no longer sees ${pinned.scope}`);
+    }
     if (this.deps.changedFiles !== undefined) {
       const node = this.deps.tree().get(pinned.path);
       if (node?.kind !== 'file' || node.sha256 !== pinned.sha256) {

@@ -8,6 +8,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
 import { loadMigrations, migrate } from '../../src/server/state/postgres/pg-migrations.js';
+import { MAX_READ_SET } from '../../src/server/state/session-record.js';
 import { makeDataDir, removeDataDir } from '../helpers/data-dir.js';
 import { longPollsWaiting, startControlPlane, type TestControlPlane } from '../helpers/control-plane.js';
 import { startPostgres, type PgCluster } from '../helpers/postgres.js';
@@ -243,6 +244,30 @@ describe('replicas sharing PostgreSQL state', () => {
     skew = 10 * 60_000;
     const res = await fetch(`${busy.url}/v1/session`, { headers: auth(s.token) });
     expect(res.status).toBe(200);
+  });
+
+  it('the read set holds at most MAX_READ_SET reads: the oldest are forgotten first, a re-read counts as new, both replicas agree', async () => {
+    // 10 003 reads, one round trip each.
+    const s = await a.createSession({ kind: 'personal', creator: 'alice' });
+    const state = a.cp.sessions;
+    const path = (i: number) => `account/f${i}.md`;
+    const read = async (p: string, sha: string) => {
+      const record = state.cached(s.sessionId);
+      expect(record).toBeDefined();
+      await state.recordRead(record!, { path: p, sha256: sha.repeat(64) }, null);
+    };
+    for (let i = 0; i < MAX_READ_SET; i++) await read(path(i), 'a');
+    await read(path(1), 'b'); // moves to the newest end
+    await read('account/new-1.md', 'c');
+    await read('account/new-2.md', 'c');
+    const expected = [...Array.from({ length: MAX_READ_SET - 3 }, (_, i) => path(i + 3)), path(1), 'account/new-1.md', 'account/new-2.md'];
+    const rows = await pgc.sql<{ path: string }>('SELECT path FROM knowledgefs_read_set WHERE session_id = $1 ORDER BY read_order', [s.sessionId], 'replicas');
+    expect(rows.map((r) => r.path)).toEqual(expected);
+    expect(state.cached(s.sessionId)?.readSet.map((e) => e.path)).toEqual(expected);
+    // B loads the session from PostgreSQL when it first answers it.
+    expect((await fetch(`${b.url}/v1/session`, { headers: auth(s.token) })).status).toBe(200);
+    await until('B seeing the capped read set', async () => b.cp.sessions.cached(s.sessionId)?.readSet.at(-1)?.path, (p) => p === 'account/new-2.md');
+    expect(b.cp.sessions.cached(s.sessionId)?.readSet.map((e) => e.path)).toEqual(expected);
   });
 
   it('the reminder through B reports a change after a read through A', async () => {

@@ -11,7 +11,10 @@
 // - `open` answers keep_cache: the kernel keeps a file's pages across opens,
 //   and a new version is a new inode with no pages yet;
 // - a descriptor held across a change stays on the inode it opened and
-//   keeps reading that version (the handle pins its bytes);
+//   keeps reading that version (the handle pins its bytes), but not across a
+//   revocation: when a scope leaves the tree, the kernel is told to drop the
+//   pages and listings of every node of it it holds, and the daemon answers
+//   their reads ESTALE and their listings empty;
 // - every `open` still comes here and is authorised by the core. An open of
 //   an inode the tree has since replaced answers ESTALE, which makes the
 //   kernel look the path up again and retry once.
@@ -182,6 +185,20 @@ export class NativeFuseSession implements FuseMount {
     const changes = treeChanges(before, after);
     for (const e of changes.entries) if (this.kernelHolds(e.parentIno)) this.native.invalEntry(e.parentIno, e.name);
     for (const ino of changes.dirs) if (this.kernelHolds(ino)) this.native.invalInode(ino);
+    this.dropRemovedScopes(before, after);
+  }
+
+  /**
+   * A scope the session lost: the kernel drops the pages and listings it
+   * cached of every node of it that it holds, so a descriptor still open there
+   * reaches the daemon, which no longer serves it (ESTALE for files, an empty
+   * listing for directories). An edit keeps the old inode's pages (a new
+   * version is a new inode); a revocation must not.
+   */
+  private dropRemovedScopes(before: Tree, after: Tree): void {
+    const removed = new Set(before.scopes.filter((scope) => !after.hasScope(scope)));
+    if (removed.size === 0) return;
+    for (const [ino, held] of this.known) if (removed.has(held.node.scope)) this.native.invalInode(ino);
   }
 
   /** The kernel may have cached something of `ino`: the root, or a node id it looked up and has not forgotten. */
@@ -401,10 +418,26 @@ export class NativeFuseSession implements FuseMount {
     this.native.replyOpen(req, fh, false, true);
   }
 
-  /** Offsets: 0 is ".", 1 is "..", 2 + i is the i-th name. */
+  /**
+   * Offsets: 0 is ".", 1 is "..", 2 + i is the i-th name. A listing reads
+   * the tree it started in (offset 0, so a rewind starts afresh from the
+   * current tree); once the current tree no longer has the directory (its
+   * scope revoked, or the path removed) the handle lists nothing more, like a
+   * removed directory.
+   */
   private readdir(req: number, fh: number, size: number, offset: number): void {
-    const open = this.dirs.get(fh);
+    let open = this.dirs.get(fh);
     if (open === undefined) throw new KnowledgeError('not_found', `bad directory handle ${fh}`);
+    const current = this.opts.tree();
+    const now = current.get(open.dir.path);
+    if (now?.kind !== 'dir' || now.stat.ino !== open.dir.stat.ino) {
+      this.native.replyDir(req, size, offset, [], [], []);
+      return;
+    }
+    if (offset === 0 && open.tree !== current) {
+      open = { ...open, dir: now, tree: current };
+      this.dirs.set(fh, open);
+    }
     const { dir, tree } = open;
     const names: string[] = [];
     const inos: number[] = [];
