@@ -146,7 +146,7 @@ describe('knowledgefs mcp: read_knowledge', () => {
     for (const args of bad) {
       const r = await read(args);
       expect(r.isError, JSON.stringify(args)).toBe(true);
-      expect(r.content[0]?.text).toMatch(/^MCP error -32602: Input validation error: Invalid arguments for tool read_knowledge: /);
+      expect(r.content[0]?.text).toMatch(/^Input validation error: Invalid arguments for tool read_knowledge: /);
     }
     expect(daemon.backend.calls).toEqual([]);
     // A path the daemon rejects (outside knowledge/) is an isError result too, with its reason.
