@@ -209,9 +209,9 @@ function registerLegacySubscriptions(server: McpServer, watch: ManifestWatch): v
   const manifestOnly = (uri: string) => {
     if (uri !== NAMES.manifestResource) throw new ProtocolError(ProtocolErrorCode.InvalidParams, `${uri}: no such resource; ${NAMES.manifestResource} is the one to subscribe to`);
   };
-  server.server.setRequestHandler('resources/subscribe', (request) => {
+  server.server.setRequestHandler('resources/subscribe', async (request) => {
     manifestOnly(request.params.uri);
-    watch.subscribe('legacy');
+    await watch.subscribe('legacy');
     return {};
   });
   server.server.setRequestHandler('resources/unsubscribe', (request) => {

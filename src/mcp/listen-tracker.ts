@@ -3,7 +3,8 @@
 // instance never sees it, so the stream's life is read off the messages: it
 // counts as a manifest subscription from the acknowledgement that honours
 // the manifest's URI until the client cancels it (`notifications/cancelled`)
-// or the server ends it (the listen request's result).
+// or the server ends it (the listen request's result). The acknowledgement
+// goes out once the watch knows the manifest the subscription starts from.
 
 import { SUBSCRIPTION_ID_META_KEY, type JSONRPCMessage } from '@modelcontextprotocol/server';
 import { NAMES } from './guidance.js';
@@ -22,10 +23,11 @@ export function manifestListenTracker(watch: ManifestWatch): WireObserver {
       if ('method' in message && message.method === 'notifications/subscriptions/acknowledged') {
         const params = message.params as Params;
         const uris = params?.notifications?.resourceSubscriptions;
-        if (Array.isArray(uris) && uris.includes(NAMES.manifestResource)) watch.subscribe(keyOf(params?._meta?.[SUBSCRIPTION_ID_META_KEY]));
+        if (Array.isArray(uris) && uris.includes(NAMES.manifestResource)) return watch.subscribe(keyOf(params?._meta?.[SUBSCRIPTION_ID_META_KEY]));
       } else if (!('method' in message) && 'id' in message) {
         watch.unsubscribe(keyOf(message.id));
       }
+      return undefined;
     },
   };
 }

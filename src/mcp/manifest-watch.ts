@@ -6,7 +6,8 @@
 // `onChange` once per change. With no subscription open nothing is asked.
 //
 // Checks run one after another, so the sha256 a subscription starts from is
-// taken before a later read's mount is compared against it.
+// taken before a later read's mount is compared against it; the server
+// confirms a subscription only once that sha256 is in.
 
 export interface ManifestWatchOptions {
   /** The manifest's sha256 as the daemon has it now. */
@@ -30,14 +31,18 @@ export class ManifestWatch {
     return this.subscribers.size > 0;
   }
 
-  /** A subscription opened (`key` names it: a listen id, or `legacy`). */
-  subscribe(key: string): void {
+  /**
+   * A subscription opened (`key` names it: a listen id, or `legacy`).
+   * Resolves once the manifest it starts from is known, so that the client,
+   * told of the subscription after that, hears of every change it makes next.
+   */
+  subscribe(key: string): Promise<void> {
     const first = this.subscribers.size === 0;
     this.subscribers.add(key);
-    if (!first) return;
-    void this.enqueue(false);
+    if (!first) return this.queue;
     this.timer = setInterval(() => void this.check(), this.options.intervalMs);
     this.timer.unref();
+    return this.enqueue(false);
   }
 
   unsubscribe(key: string): void {

@@ -35,10 +35,10 @@ export interface StdioStreams {
   readonly stdout: NodeJS.WritableStream;
 }
 
-/** Sees each message as it is received (`inbound`) and before it is written (`outbound`). */
+/** Sees each message as it is received (`inbound`) and before it is written (`outbound`, which may hold the write back until it resolves). */
 export interface WireObserver {
   inbound(message: JSONRPCMessage): void;
-  outbound(message: JSONRPCMessage): void;
+  outbound(message: JSONRPCMessage): Promise<void> | void;
 }
 
 type Id = string | number;
@@ -130,7 +130,7 @@ class LineTransport implements Transport {
 
   async send(message: JSONRPCMessage): Promise<void> {
     if (this.closed) throw new Error('the stdio connection is closed');
-    this.observe?.outbound(message);
+    await this.observe?.outbound(message);
     const { stdout } = this.streams;
     await new Promise<void>((resolve, reject) => {
       stdout.write(serializeMessage(message), (err) => (err ? reject(err) : resolve()));

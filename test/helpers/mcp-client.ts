@@ -140,12 +140,12 @@ function askingFor(revision: Revision, inner: LegacyStdioClientTransport, agreed
   const wrapper: LegacyTransport = {
     start: () => inner.start(),
     close: () => inner.close(),
-    send: (message: LegacyMessage, options) => {
+    send: (message: LegacyMessage) => {
       if ('method' in message && message.method === 'initialize' && 'id' in message) {
         initializeId = message.id;
         message = { ...message, params: { ...message.params, protocolVersion: revision } };
       }
-      return inner.send(message, options);
+      return inner.send(message);
     },
   };
   inner.onmessage = (message) => {
