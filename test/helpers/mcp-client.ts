@@ -18,6 +18,7 @@ import { StdioClientTransport as LegacyStdioClientTransport } from '@modelcontex
 import type { Transport as LegacyTransport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage as LegacyMessage } from '@modelcontextprotocol/sdk/types.js';
 import { ResourceUpdatedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+import { expect } from 'vitest';
 import { BIN } from './mount.js';
 
 export const REVISIONS = ['2026-07-28', '2025-11-25', '2025-06-18'] as const;
@@ -157,7 +158,16 @@ function askingFor(revision: Revision, inner: LegacyStdioClientTransport, agreed
   return wrapper;
 }
 
-/** tools/call, typed as the text-only results knowledgefs returns. */
+const SERVER_INFO_META_KEY = 'io.modelcontextprotocol/serverInfo';
+
+/**
+ * tools/call, typed as the text-only results knowledgefs returns, without the
+ * server's identity the 2026-07-28 revision adds to every result's `_meta`,
+ * so a result reads the same on every revision.
+ */
 export async function call(m: McpConnection, name: string, args: Record<string, unknown>): Promise<CallResult> {
-  return (await m.client.callTool({ name, arguments: args })) as CallResult;
+  const { _meta, ...rest } = (await m.client.callTool({ name, arguments: args })) as CallResult;
+  const { [SERVER_INFO_META_KEY]: serverInfo, ...meta } = _meta ?? {};
+  if (m.revision === '2026-07-28') expect(serverInfo).toEqual({ name: 'knowledgefs', version: expect.any(String) });
+  return { ...rest, ...(_meta === undefined ? {} : { _meta: meta }) };
 }
