@@ -320,6 +320,21 @@ describe('knowledgefs mcp over raw stdio', () => {
     expect(stderr).toContain('knowledgefs mcp: stdin closed, stopped');
   });
 
+  it('answers requests written with stdin closed at once (printf … | knowledgefs mcp), on 2026-07-28 too', async () => {
+    const envelope = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientInfo': { name: 'raw', version: '0' }, 'io.modelcontextprotocol/clientCapabilities': {} };
+    const child = spawn(process.execPath, [BIN, 'mcp', '--socket', daemon.socketPath], { env: { PATH: process.env.PATH ?? '' }, stdio: ['pipe', 'pipe', 'pipe'] });
+    let stdout = '';
+    child.stdout.setEncoding('utf8').on('data', (d: string) => { stdout += d; });
+    child.stderr.resume();
+    const read = (id: number) => ({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'read_knowledge', arguments: { path: 'knowledge/account/DUTY.md' }, _meta: envelope } });
+    child.stdin.end(`${[read(1), read(2), read(3)].map((m) => JSON.stringify(m)).join('\n')}\n`);
+    const code = await new Promise<number | null>((r) => child.once('exit', (c) => r(c)));
+    expect(code).toBe(0);
+    const answers = stdout.split('\n').filter((l) => l !== '').map((l) => JSON.parse(l) as { id: number; result: { content: { text: string }[] } });
+    expect(answers.map((a) => a.id).sort()).toEqual([1, 2, 3]);
+    for (const a of answers) expect(a.result.content[0]?.text).toBe('# Account\n');
+  });
+
   it('ends with exit 5 and says why when a message is over the 10 MiB line limit', async () => {
     const child = spawn(process.execPath, [BIN, 'mcp', '--socket', daemon.socketPath], { env: { PATH: process.env.PATH ?? '' }, stdio: ['pipe', 'pipe', 'pipe'] });
     let stderr = '';
