@@ -317,6 +317,7 @@ describe('knowledgefs mcp over raw stdio', () => {
     expect(byId.get(2)?.result?.content?.[0]?.text).toBe('# Account\n');
     expect(byId.get(3)?.result).toMatchObject({ isError: true, content: [{ text: 'knowledge/team_storage/DUTY.md: no such file' }] });
     expect(byId.get(5)?.error).toMatchObject({ code: -32601 });
+    expect(stderr).toContain('knowledgefs mcp: bad input on stdin, skipped: ');
     expect(stderr).toContain('knowledgefs mcp: stdin closed, stopped');
   });
 
