@@ -33,6 +33,8 @@ describe.each(REVISIONS.map((r) => [r]))('knowledgefs mcp to the SDK client spea
     expect(await call(mcp, 'read_knowledge', { path: 'knowledge/account/DUTY.md' })).toMatchObject({ content: [{ type: 'text', text: '# Account\n' }] });
     const res = await mcp.client.readResource({ uri: MANIFEST_URI });
     expect(res.contents).toEqual([{ uri: MANIFEST_URI, mimeType: 'text/markdown', text: 'MANIFEST\n', _meta: { sha256: sha256('MANIFEST\n') } }]);
+    // Cache hints are 2026-07-28 vocabulary: a 2025-era result has none.
+    if (revision !== '2026-07-28') expect(Object.keys(res).filter((k) => k === 'ttlMs' || k === 'cacheScope')).toEqual([]);
   });
 
   it('tells a manifest subscriber of a change the poll finds, and asks nothing once unsubscribed', async () => {

@@ -17,7 +17,7 @@
 // the client's opening message). What differs is how a client subscribes to
 // the manifest: on 2025-era revisions with `resources/subscribe`, handled
 // here; on 2026-07-28 with `subscriptions/listen`, which the SDK's stdio entry
-// serves itself (serve-stdio.ts tells the watch). Either way a change the
+// serves itself (listen-tracker.ts tells the watch). Either way a change the
 // watch sees goes out as `notifications/resources/updated`, which the entry
 // routes to the subscriptions that asked for the manifest.
 //
