@@ -10,8 +10,8 @@
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { Client } from '@modelcontextprotocol/client';
+import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
 import ts from 'typescript';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startMemoryDaemon, type MemoryDaemon } from './helpers/memory-daemon.js';
@@ -62,9 +62,12 @@ describe('docs/AGENTS.md', () => {
     expect(toml).toContain(`args = ${JSON.stringify(server?.args).replace(/,/g, ', ')}`);
 
     const transport = new StdioClientTransport({ command: server?.command ?? '', args: (server?.args ?? []).map(withSocket), env: { PATH }, stderr: 'pipe', cwd: dir });
-    const client = new Client({ name: 'docs', version: '0' });
+    // As a current client connects: it probes with server/discover, and gets the revision the page names.
+    const client = new Client({ name: 'docs', version: '0' }, { versionNegotiation: { mode: 'auto' } });
     await client.connect(transport);
     try {
+      expect(client.getNegotiatedProtocolVersion()).toBe('2026-07-28');
+      expect(DOC).toContain('It speaks MCP 2026-07-28');
       expect((await client.listTools()).tools.map((t) => t.name)).toEqual(['read_knowledge']);
       const r = await client.callTool({ name: 'read_knowledge', arguments: { path: 'knowledge/account/DUTY.md' } });
       expect(r.content).toEqual([{ type: 'text', text: '# Account\n' }]);

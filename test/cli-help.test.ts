@@ -129,6 +129,8 @@ describe.concurrent('usage errors: one clear line, exit 2', () => {
     { what: 'serve --membership-timeout', args: ['serve', '--data', tmp, '--membership-timeout', '-1s'], mentions: /--membership-timeout/ },
     { what: 'mcp --reminder', args: ['mcp', '--reminder', 'sometimes'], mentions: /--reminder.*sometimes/ },
     { what: 'mcp --instructions', args: ['mcp', '--instructions', 'all'], mentions: /--instructions.*all/ },
+    { what: 'mcp --manifest-poll (too short)', args: ['mcp', '--manifest-poll', '10ms'], mentions: /--manifest-poll must be at least 100ms, not "10ms"/ },
+    { what: 'mcp --manifest-poll (not a duration)', args: ['mcp', '--manifest-poll', 'often'], mentions: /--manifest-poll.*often/ },
     { what: 'session create --kind', args: ['session', 'create', '--server', 'http://127.0.0.1:9', '--kind', 'robot', '--creator', 'alice'], mentions: /--kind.*robot/ },
     { what: 'mount --prefetch-threshold', args: ['mount', join(tmp, 'k1'), '--server', 'http://127.0.0.1:9', '--prefetch-threshold', 'lots'], mentions: /--prefetch-threshold.*lots/ },
     { what: 'mount --prefetch-content', args: ['mount', join(tmp, 'k2'), '--server', 'http://127.0.0.1:9', '--prefetch-content', 'maybe'], mentions: /--prefetch-content.*maybe/ },

@@ -11,13 +11,15 @@
 // - the reminder rides on a later tool result once, naming an edited file the
 //   agent read, and never the file it was denied;
 // - the manifest resource is byte-identical to `knowledgefs manifest`, and
-//   gained search's DUTY.md.
+//   gained search's DUTY.md;
+// - a client subscribed to the manifest (2026-07-28 `subscriptions/listen`,
+//   the 2.x SDK client) is told it changed when its read mounts a team.
 
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
 import { startControlPlane, type TestControlPlane } from './helpers/control-plane.js';
 import { makeDataDir, removeDataDir, writeDataFile } from './helpers/data-dir.js';
 import { startFaultMembership, type FaultMembership } from './helpers/fault-membership.js';
-import { call, connectMcp, type McpConnection } from './helpers/mcp-client.js';
+import { call, connectMcp, MANIFEST_URI, type McpConnection } from './helpers/mcp-client.js';
 import { BIN, fuseSuite, run, startMount, type MountHandle } from './helpers/mount.js';
 
 const FILES = {
@@ -47,6 +49,13 @@ afterAll(async () => {
   await cp?.close();
   await members?.close();
   if (data) await removeDataDir(data);
+});
+
+afterEach(async () => {
+  await mcp?.close().catch(() => undefined);
+  mcp = undefined;
+  await m?.stop().catch(() => undefined);
+  m = undefined;
 });
 
 const ls = async (sub = '') => (await run('ls', [`knowledge/${sub}`], { cwd: m!.dir })).stdout.split('\n').filter(Boolean);
@@ -106,5 +115,25 @@ fuseSuite('knowledgefs mcp end to end', () => {
     // Once.
     expect((await read('knowledge/account/DUTY.md')).content).toHaveLength(1);
     expect(mcp.stderr()).not.toMatch(/internal error/);
+  });
+
+  it('tells a client subscribed to the manifest that it changed when its read mounted a team', async () => {
+    const session = await cp.createSession({ kind: 'personal', creator: 'alice', team: 'payments' });
+    m = await startMount({ serverUrl: cp.url, token: session.token, args: ['--prefetch-threshold', '1', '--grant-ttl', '0'] });
+    // An hour between polls: the notice can only come from the read that mounted.
+    mcp = await connectMcp(['--socket', m.socketPath, '--manifest-poll', '1h'], { cwd: m.dir, revision: '2026-07-28' });
+    const before = await mcp.client.readResource({ uri: MANIFEST_URI });
+    expect(JSON.stringify(before.contents)).not.toContain('SEARCH-DUTY-MARKER');
+    await mcp.subscribeManifest();
+
+    const searchDuty = await read('knowledge/team_search/runbooks/reindex.md');
+    expect(searchDuty._meta).toMatchObject({ mounted: true });
+    await mcp.waitForManifestUpdates(1);
+    const after = await mcp.client.readResource({ uri: MANIFEST_URI });
+    expect(JSON.stringify(after.contents)).toContain('SEARCH-DUTY-MARKER');
+    expect(await ls()).toEqual(['account', 'team_payments', 'team_search']);
+    // Reading in a team already mounted changes nothing and says nothing.
+    await read('knowledge/team_search/DUTY.md');
+    expect(mcp.manifestUpdates()).toBe(1);
   });
 });

@@ -146,7 +146,7 @@ describe('knowledgefs mcp: read_knowledge', () => {
     for (const args of bad) {
       const r = await read(args);
       expect(r.isError, JSON.stringify(args)).toBe(true);
-      expect(r.content[0]?.text).toMatch(/^MCP error -32602: Input validation error: Invalid arguments for tool read_knowledge: /);
+      expect(r.content[0]?.text).toMatch(/^Input validation error: Invalid arguments for tool read_knowledge: /);
     }
     expect(daemon.backend.calls).toEqual([]);
     // A path the daemon rejects (outside knowledge/) is an isError result too, with its reason.
@@ -296,7 +296,7 @@ describe('knowledgefs mcp --fs-tools', () => {
     await daemon.close();
     daemon = await startMemoryDaemon(new MemoryBackend(root));
     await open(['--fs-tools']);
-    const pid = mcp!.transport.pid as number;
+    const pid = mcp!.pid() as number;
     const status = (field: string): number => Number(new RegExp(`^${field}:\\s+(\\d+) kB$`, 'm').exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]) * 1024;
     const before = status('VmRSS');
     const started = Date.now();
@@ -339,7 +339,23 @@ describe('knowledgefs mcp over raw stdio', () => {
     expect(byId.get(2)?.result?.content?.[0]?.text).toBe('# Account\n');
     expect(byId.get(3)?.result).toMatchObject({ isError: true, content: [{ text: 'knowledge/team_storage/DUTY.md: no such file' }] });
     expect(byId.get(5)?.error).toMatchObject({ code: -32601 });
+    expect(stderr).toContain('knowledgefs mcp: bad input on stdin, skipped: ');
     expect(stderr).toContain('knowledgefs mcp: stdin closed, stopped');
+  });
+
+  it('answers requests written with stdin closed at once (printf … | knowledgefs mcp), on 2026-07-28 too', async () => {
+    const envelope = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientInfo': { name: 'raw', version: '0' }, 'io.modelcontextprotocol/clientCapabilities': {} };
+    const child = spawn(process.execPath, [BIN, 'mcp', '--socket', daemon.socketPath], { env: { PATH: process.env.PATH ?? '' }, stdio: ['pipe', 'pipe', 'pipe'] });
+    let stdout = '';
+    child.stdout.setEncoding('utf8').on('data', (d: string) => { stdout += d; });
+    child.stderr.resume();
+    const read = (id: number) => ({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'read_knowledge', arguments: { path: 'knowledge/account/DUTY.md' }, _meta: envelope } });
+    child.stdin.end(`${[read(1), read(2), read(3)].map((m) => JSON.stringify(m)).join('\n')}\n`);
+    const code = await new Promise<number | null>((r) => child.once('exit', (c) => r(c)));
+    expect(code).toBe(0);
+    const answers = stdout.split('\n').filter((l) => l !== '').map((l) => JSON.parse(l) as { id: number; result: { content: { text: string }[] } });
+    expect(answers.map((a) => a.id).sort()).toEqual([1, 2, 3]);
+    for (const a of answers) expect(a.result.content[0]?.text).toBe('# Account\n');
   });
 
   it('ends with exit 5 and says why when a message is over the 10 MiB line limit', async () => {

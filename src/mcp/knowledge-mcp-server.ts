@@ -12,9 +12,22 @@
 // refused) before the handler runs, so bad arguments never reach the daemon;
 // the SDK turns a schema failure into an `isError` result. Every other
 // failure is an `isError` result built in tool-results.ts.
+//
+// One instance serves one era of the protocol (serve-stdio.ts picks it from
+// the client's opening message). What differs is how a client subscribes to
+// the manifest: on 2025-era revisions with `resources/subscribe`, handled
+// here; on 2026-07-28 with `subscriptions/listen`, which the SDK's stdio entry
+// serves itself (listen-tracker.ts tells the watch). Either way a change the
+// watch sees goes out as `notifications/resources/updated`, which the entry
+// routes to the subscriptions that asked for the manifest.
+//
+// Cache hints (2026-07-28 `ttlMs`/`cacheScope`; 2025-era results carry none):
+// the tool, resource and prompt lists and the discover result are fixed for
+// the life of the process, but depend on its flags, so they are private to
+// the client that started it; the manifest can change on any read (a mount)
+// and belongs to the session: never cached, private.
 
-import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
+import { McpServer, ProtocolError, ProtocolErrorCode, type CacheHint } from '@modelcontextprotocol/server';
 import { z } from 'zod';
 import { isTemporary } from '../client/errors.js';
 import type { KnowledgeClient } from '../client/knowledge-client.js';
@@ -22,6 +35,7 @@ import { MAX_PATH_BYTES } from '../core/paths.js';
 import { READ_OUTPUT_CAP } from '../core/wire.js';
 import { listDir, resolveMountDir, searchDir } from './fs-tools.js';
 import { NAMES } from './guidance.js';
+import type { ManifestWatch } from './manifest-watch.js';
 import { errorText, errorToolResult, readToolResult, reminderBlock, type ToolResult } from './tool-results.js';
 
 /** What the server needs of the client library (KnowledgeClient has it all). */
@@ -40,7 +54,17 @@ export interface KnowledgeMcpOptions {
   readonly cwd: string;
   readonly version: string;
   readonly log: (line: string) => void;
+  /** Tells subscribed clients that the manifest changed; checked again right after a read mounted a team. */
+  readonly watch: ManifestWatch;
 }
+
+/** The protocol era an instance serves: 2025-11-25 and older (`initialize`), or 2026-07-28 (`server/discover`). */
+export type McpEra = 'legacy' | 'modern';
+
+/** Fixed for the process (the flags decide them), so a client may keep them while it runs this server. */
+const FOR_THE_PROCESS: CacheHint = { ttlMs: 3_600_000, cacheScope: 'private' };
+/** The manifest changes when a read mounts a team or a DUTY.md changes: always ask again. */
+const NEVER_CACHED: CacheHint = { ttlMs: 0, cacheScope: 'private' };
 
 const READ_ONLY = { readOnlyHint: true, idempotentHint: true, destructiveHint: false, openWorldHint: false } as const;
 
@@ -74,9 +98,24 @@ const searchInput = z
   })
   .strict();
 
-export function createKnowledgeMcpServer(source: KnowledgeSource, options: KnowledgeMcpOptions): McpServer {
-  const { log } = options;
-  const server = new McpServer({ name: 'knowledgefs', version: options.version }, { instructions: options.instructions });
+export function createKnowledgeMcpServer(source: KnowledgeSource, options: KnowledgeMcpOptions, era: McpEra = 'modern'): McpServer {
+  const { log, watch } = options;
+  const server = new McpServer(
+    { name: 'knowledgefs', version: options.version },
+    {
+      instructions: options.instructions,
+      // Nothing is added or removed while the server runs; the manifest's content is what changes.
+      capabilities: { tools: { listChanged: false }, prompts: { listChanged: false }, resources: { subscribe: true, listChanged: false } },
+      cacheHints: {
+        'tools/list': FOR_THE_PROCESS,
+        'prompts/list': FOR_THE_PROCESS,
+        'resources/list': FOR_THE_PROCESS,
+        'resources/templates/list': FOR_THE_PROCESS,
+        'server/discover': FOR_THE_PROCESS,
+        'resources/read': NEVER_CACHED,
+      },
+    },
+  );
 
   /** The reminder rides on a result, delimited, when it has something to say; it is never worth failing a call over. */
   const withReminder = async (result: ToolResult, failure?: unknown): Promise<ToolResult> => {
@@ -114,14 +153,19 @@ export function createKnowledgeMcpServer(source: KnowledgeSource, options: Knowl
       annotations: { title: 'Read a knowledge file', ...READ_ONLY },
     },
     ({ path, offset, limit }) =>
-      tool(async () => readToolResult(await source.read(path, { cwd: options.cwd, ...(offset === undefined ? {} : { offset }), ...(limit === undefined ? {} : { limit }) }))),
+      tool(async () => {
+        const res = await source.read(path, { cwd: options.cwd, ...(offset === undefined ? {} : { offset }), ...(limit === undefined ? {} : { limit }) });
+        // The mount added the team's DUTY.md to the manifest: a subscriber hears of it before this result.
+        if (res.mounted) await watch.check();
+        return readToolResult(res);
+      }),
   );
 
   const manifestText = async (): Promise<{ text: string; sha256: string }> => {
     try {
       return await source.manifest();
     } catch (err) {
-      throw new McpError(ErrorCode.InternalError, errorText(err, log));
+      throw new ProtocolError(ProtocolErrorCode.InternalError, errorText(err, log));
     }
   };
 
@@ -132,6 +176,7 @@ export function createKnowledgeMcpServer(source: KnowledgeSource, options: Knowl
       title: 'Knowledge manifest',
       description: 'Browsing guidance and the DUTY.md of every scope this session has (account, its team, teams mounted so far); stable across turns',
       mimeType: 'text/markdown',
+      cacheHint: NEVER_CACHED,
     },
     async (uri) => {
       const m = await manifestText();
@@ -152,7 +197,28 @@ export function createKnowledgeMcpServer(source: KnowledgeSource, options: Knowl
   );
 
   if (options.fsTools) registerFsTools(server, source, options, tool);
+  if (era === 'legacy') registerLegacySubscriptions(server, watch);
+  watch.onChange = () => {
+    server.server.sendResourceUpdated({ uri: NAMES.manifestResource }).catch((err: unknown) => log(`manifest change not sent: ${err instanceof Error ? err.message : String(err)}`));
+  };
   return server;
+}
+
+/** 2025-era `resources/subscribe` and `resources/unsubscribe`: only the manifest can be subscribed to. */
+function registerLegacySubscriptions(server: McpServer, watch: ManifestWatch): void {
+  const manifestOnly = (uri: string) => {
+    if (uri !== NAMES.manifestResource) throw new ProtocolError(ProtocolErrorCode.InvalidParams, `${uri}: no such resource; ${NAMES.manifestResource} is the one to subscribe to`);
+  };
+  server.server.setRequestHandler('resources/subscribe', async (request) => {
+    manifestOnly(request.params.uri);
+    await watch.subscribe('legacy');
+    return {};
+  });
+  server.server.setRequestHandler('resources/unsubscribe', (request) => {
+    manifestOnly(request.params.uri);
+    watch.unsubscribe('legacy');
+    return {};
+  });
 }
 
 function registerFsTools(
