@@ -22,7 +22,7 @@ import { Client } from '@modelcontextprotocol/client';
 import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
 import { Client as LegacyClient } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport as LegacyStdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { startControlSocket } from '../dist/daemon/control-socket.js';
+import { startControlSocket } from '../dist/daemon/socket/control-socket.js';
 import { latencySummary } from './lib/stats.mjs';
 
 const { values } = parseArgs({ options: { other: { type: 'string' }, calls: { type: 'string', default: '200' }, warmup: { type: 'string', default: '20' } } });
