@@ -109,7 +109,7 @@ console.log(JSON.stringify({
 `;
     writeFileSync(join(dir, 'example.ts'), harness);
     writeFileSync(join(dir, 'tsconfig.json'), JSON.stringify({ compilerOptions: { module: 'NodeNext', moduleResolution: 'NodeNext', target: 'ES2022', strict: true, noEmit: true, types: ['node'] }, files: ['example.ts'] }));
-    const tsc = await run(process.execPath, [join(REPO_ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.json'], { cwd: dir, timeoutMs: 60_000 });
+    const tsc = await run(process.execPath, [join(REPO_ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.json'], { cwd: dir, timeoutMs: 150_000 });
     expect(tsc.stdout + tsc.stderr).toBe('');
     expect(tsc.code).toBe(0);
 
@@ -126,7 +126,7 @@ console.log(JSON.stringify({
       sha256: expect.stringMatching(/^[0-9a-f]{64}$/),
       reminder: "Today's date is 2025-01-01.\n",
     });
-  });
+  }, 180_000);
 
   it('the plain loop\'s CLI lines print what the page says', async () => {
     const [sh] = blocks('A plain loop for a custom harness', 'sh');
