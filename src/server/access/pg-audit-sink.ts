@@ -62,7 +62,17 @@ export class PgAuditSink implements AuditSink {
     this.retryMs = opts.retryMs ?? 1_000;
     this.now = opts.now ?? Date.now;
     const max = opts.bufferRecords ?? 10_000;
-    this.pool = new pg.Pool({ connectionString: opts.url, max: 2, connectionTimeoutMillis: timeoutMs, query_timeout: timeoutMs, idleTimeoutMillis: 30_000, application_name: 'knowledgefs-audit' });
+    // statement_timeout makes PostgreSQL itself cancel an INSERT stuck behind a lock, so a batch put back is
+    // never also written later; query_timeout (a little longer) covers a server that stopped answering.
+    this.pool = new pg.Pool({
+      connectionString: opts.url,
+      max: 2,
+      connectionTimeoutMillis: timeoutMs,
+      statement_timeout: timeoutMs,
+      query_timeout: timeoutMs + 500,
+      idleTimeoutMillis: 30_000,
+      application_name: 'knowledgefs-audit',
+    });
     this.pool.on('error', () => undefined);
     this.outage = new Outage('writes to PostgreSQL', opts.log, `up to ${max} decisions are held`);
     this.buffer = new AuditBuffer(max, (n) => {
