@@ -118,7 +118,9 @@ export function fileAuditSink(file: string, log: (line: string) => void): AuditS
  */
 export function streamAuditSink(out: Writable, max: number, log: (line: string) => void, onDrop: (count: number) => void): AuditSink {
   const outage = new Outage('stdout', log, `up to ${max} decisions wait while the reader is not reading`);
+  // A burst above the stream's high-water mark is normal; only a full buffer (a reader that stopped) is an outage.
   const held = new AuditBuffer<AuditRecord>(max, (n) => {
+    outage.failed('the reader of stdout is not keeping up');
     outage.dropped(n);
     onDrop(n);
   });
@@ -139,8 +141,7 @@ export function streamAuditSink(out: Writable, max: number, log: (line: string) 
   return {
     append(record) {
       held.push(record);
-      if (blocked) outage.failed('the reader of stdout is not keeping up');
-      else pump();
+      if (!blocked) pump();
     },
     flush: flushed,
     reopen: async () => undefined,
