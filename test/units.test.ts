@@ -29,6 +29,7 @@ describe('parseDuration', () => {
     ['1.5s', 1500],
     ['5m', 300_000],
     ['1h', 3_600_000],
+    ['30d', 2_592_000_000],
   ])('%s → %d ms', (text, ms) => {
     expect(parseDuration(text)).toBe(ms);
   });

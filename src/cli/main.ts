@@ -31,6 +31,7 @@ const COMMANDS: Record<string, () => Promise<Register>> = {
   mcp: async () => (await import('./commands/mcp.js')).registerMcp,
   publish: async () => (await import('./commands/publish.js')).registerPublish,
   explain: async () => (await import('./commands/explain.js')).registerExplain,
+  audit: async () => (await import('./commands/audit.js')).registerAudit,
 };
 
 const TOP_LEVEL_EXAMPLES = `
@@ -52,6 +53,8 @@ Examples:
   knowledgefs doctor --server http://127.0.0.1:7420 --token-file runner.token
   # why a session sees what it sees (admin)
   knowledgefs explain --server http://127.0.0.1:7420 --admin-token-file admin.token --session s_...
+  # what a session got from every replica (serve --audit-log postgres)
+  knowledgefs audit --state postgres://kfs@db/kfs --session s_... --since 1h
   # in the runner: what the mount is doing (operations, cache, sync lag, EIO)
   knowledgefs status
 

@@ -90,6 +90,9 @@ export type HttpRoute = (typeof HTTP_ROUTES)[number];
 export const STATUS_CLASSES = ['1xx', '2xx', '3xx', '4xx', '5xx'] as const;
 export type StatusClass = (typeof STATUS_CLASSES)[number];
 
+/** The audit sinks that buffer, and so may drop (`--audit-log -` and `--audit-log postgres`). */
+export const AUDIT_SINKS = ['stdout', 'postgres'] as const;
+
 /** What a decision was for (the audit log's `action`). */
 export const DECISION_ACTIONS = ['plan', 'open', 'read', 'mount', 'manifest', 'reminder', 'explain', 'knowledge', 'skill', 'tool', 'agent'] as const;
 export const SESSION_KINDS = ['team', 'personal'] as const;
@@ -143,6 +146,7 @@ export const CONTROL_PLANE_METRICS = {
   }),
   membershipDuration: histogram('knowledgefs_membership_lookup_duration_seconds', 'Time one membership lookup took, by source.', { source: MEMBERSHIP_SOURCES }, LATENCY_BUCKETS),
   planLongPolls: gauge('knowledgefs_plan_long_polls_open', 'Plan long-polls waiting for a change now.', {}),
+  auditDropped: counter('knowledgefs_audit_dropped_total', 'Decisions the audit log dropped because its sink (stdout or PostgreSQL) was slow or down and the bounded buffer was full (the oldest go first); 0 with a file.', { sink: AUDIT_SINKS }),
   stateRoundTrips: counter('knowledgefs_state_round_trips_total', 'Queries sent to the PostgreSQL session state for requests and for following other replicas (one round trip each); 0 with a state file.', {}),
   sessions: gauge('knowledgefs_sessions', 'Sessions that are not revoked, by kind.', { kind: SESSION_KINDS }),
   mountedTeams: gauge('knowledgefs_mounted_teams', 'Teams mounted through the read tool, summed over live sessions.', {}),

@@ -352,4 +352,24 @@ export interface ExplainResponse {
   readonly scopes: readonly ExplainScope[];
   readonly readSet: readonly ExplainReadEntry[];
   readonly path?: ExplainPath;
+  /**
+   * With `serve --audit-log postgres`: the session's last 20 decisions from
+   * every replica, newest first (absent with a file or stdout audit log).
+   */
+  readonly recentDecisions?: {
+    readonly decisions: readonly ExplainRecentDecision[];
+    /** Why they could not be read (PostgreSQL down); the rest of the answer stands. */
+    readonly error: string | null;
+  };
+}
+
+/** One decision of the fleet's log, as `explain` shows it. */
+export interface ExplainRecentDecision {
+  readonly time: string;
+  readonly replica: string;
+  readonly action: string;
+  readonly scope: string;
+  readonly result: 'allow' | 'deny';
+  readonly rule: string;
+  readonly requestId: string | null;
 }

@@ -60,7 +60,7 @@ export function decider(ctx: RouteContext, session: SessionRecord, membership: M
 }
 
 export function audit(ctx: RouteContext, session: SessionRecord, action: AuditAction, decision: Decision): void {
-  ctx.audit.append(toAuditRecord(new Date(ctx.options.now()).toISOString(), session, action, decision, ctx.requestId));
+  ctx.audit.append(toAuditRecord(new Date(ctx.options.now()).toISOString(), ctx.options.replicaId, session, action, decision, ctx.requestId));
   ctx.metrics.inc(CONTROL_PLANE_METRICS.decisions, { action, session_kind: session.kind, outcome: decisionOutcome(decision) });
 }
 

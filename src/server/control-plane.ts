@@ -17,14 +17,16 @@ import { PrometheusMetrics } from '../metrics/prometheus-metrics.js';
 import type { ObjectStore } from '../store/objects/object-store.js';
 import { meteredObjectStore } from '../store/objects/metered-object-store.js';
 import { S3ObjectStore } from '../store/objects/s3-object-store.js';
-import { fileAuditSink, type AuditSink } from './access/audit-log.js';
+import type { Writable } from 'node:stream';
+import { fileAuditSink, streamAuditSink, type AuditSink } from './access/audit-log.js';
+import { PgAuditSink } from './access/pg-audit-sink.js';
 import type { DataWatch, WatchFunction } from './packs/data-watch.js';
 import type { RouteContext } from './context.js';
 import { openBucketPackSource } from './packs/bucket-pack-source.js';
 import { openDirPackSource } from './packs/dir-pack-source.js';
 import { createHttpServer } from './http/http-adapter.js';
 import { directoryMembership, httpMembership, meteredMembership, type MembershipSource } from './access/membership.js';
-import { resolveOptions, type ControlPlaneOptions, type ResolvedOptions } from './options.js';
+import { AUDIT_TO_POSTGRES, AUDIT_TO_STDOUT, resolveOptions, type ControlPlaneOptions, type ResolvedOptions } from './options.js';
 import type { DirectoryView, PackSource, SourceHooks } from './packs/pack-source.js';
 import type { PackStore } from '../store/pack-store.js';
 import { PlanWakeups } from './http/plan-wakeups.js';
@@ -46,6 +48,8 @@ export interface ControlPlaneDeps {
   /** Wraps the session state, whichever it is (tests count calls, inject faults). */
   readonly wrapSessions?: (sessions: SessionState) => SessionState;
   readonly audit?: AuditSink;
+  /** Where `auditLog: '-'` writes. Default process.stdout. */
+  readonly auditStdout?: Writable;
   /** Replaces fs.watch for the data-dir watch (tests make it fail). */
   readonly watch?: WatchFunction;
 }
@@ -110,7 +114,14 @@ export async function createControlPlaneServer(input: ControlPlaneOptions, deps:
       : directoryMembership(directory));
   if (deps.wrapMembership) membership = deps.wrapMembership(membership);
   membership = meteredMembership(membership, options.membershipUrl !== undefined ? 'http' : 'directory', metrics);
-  const audit = deps.audit ?? fileAuditSink(options.auditLog, options.log);
+  let audit: AuditSink;
+  try {
+    audit = deps.audit ?? (await openAuditSink(options, deps, metrics));
+  } catch (err) {
+    await source.close();
+    await sessions.close();
+    throw err;
+  }
   // Mounts and revocations wake the session's long-polls, whichever replica made them.
   const unfollow = sessions.onChange((id) => wakeups.sessionChanged(id));
   const ctx: RouteContext = {
@@ -174,6 +185,24 @@ export async function createControlPlaneServer(input: ControlPlaneOptions, deps:
       await audit.close();
     },
   };
+}
+
+/** A file, stdout (`-`) or the state database (`postgres`); the buffering sinks count what they drop. */
+async function openAuditSink(options: ResolvedOptions, deps: ControlPlaneDeps, metrics: PrometheusMetrics): Promise<AuditSink> {
+  if (options.auditLog === AUDIT_TO_STDOUT) {
+    return streamAuditSink(deps.auditStdout ?? process.stdout, options.auditBufferRecords, options.log, (n) => metrics.inc(M.auditDropped, { sink: 'stdout' }, n));
+  }
+  if (options.auditLog === AUDIT_TO_POSTGRES) {
+    return PgAuditSink.open({
+      url: options.stateUrl as string,
+      log: options.log,
+      retentionMs: options.auditRetentionMs,
+      bufferRecords: options.auditBufferRecords,
+      onDrop: (n) => metrics.inc(M.auditDropped, { sink: 'postgres' }, n),
+      now: options.now,
+    });
+  }
+  return fileAuditSink(options.auditLog, options.log);
 }
 
 async function openPackSource(options: ResolvedOptions, deps: ControlPlaneDeps, hooks: SourceHooks): Promise<PackSource> {

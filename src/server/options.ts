@@ -2,6 +2,7 @@
 // fills it from flags; tests fill it directly. Every option's meaning and
 // default is here, validated once at start with a message naming the option.
 
+import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { KnowledgeError } from '../core/errors.js';
 import type { Log } from '../core/text/log-line.js';
@@ -46,8 +47,19 @@ export interface ControlPlaneOptions {
   readonly membershipUrl?: string | undefined;
   /** Per-request timeout of the membership service. Default 2 000 ms. */
   readonly membershipTimeoutMs?: number;
-  /** Audit log (one JSON line per decision). Default `<dataDir>/.knowledgefs/audit.log`. */
+  /**
+   * Where decisions go: a file (one JSON line per decision; default
+   * `<dataDir>/.knowledgefs/audit.log`), `-` (JSON lines on stdout, for a log
+   * collector), or `postgres` (batched into the state database, shared by
+   * every replica; needs `stateUrl`).
+   */
   readonly auditLog?: string;
+  /** With `auditLog: 'postgres'`: decisions older than this are dropped, a day's partition at a time. Default 30 days. */
+  readonly auditRetentionMs?: number;
+  /** With `auditLog` `-` or `postgres`: decisions held while the sink is slow or down; beyond it the oldest are dropped and counted. Default 10 000. */
+  readonly auditBufferRecords?: number;
+  /** The name of this replica in every audit record. Default the host name (the CLI adds `:PORT`). */
+  readonly replicaId?: string;
   /** Watch the data directory (inotify) and rescan what changed at once. Default true. */
   readonly watch?: boolean;
   /** Pause between full rescans while the watch works (a safety net for lost events). Default 30 000 ms. */
@@ -88,6 +100,9 @@ export interface ResolvedOptions {
   readonly membershipUrl: string | undefined;
   readonly membershipTimeoutMs: number;
   readonly auditLog: string;
+  readonly auditRetentionMs: number;
+  readonly auditBufferRecords: number;
+  readonly replicaId: string;
   readonly watch: boolean;
   readonly watchScanIntervalMs: number;
   readonly scanIntervalMs: number;
@@ -114,7 +129,15 @@ export const DEFAULTS = {
   publicationPollMs: 500,
   blobCacheBytes: 256 * 1024 * 1024,
   blobCacheDiskBytes: 4 * 1024 * 1024 * 1024,
+  auditRetentionMs: 30 * 24 * 3600 * 1000,
+  auditBufferRecords: 10_000,
 } as const;
+
+/** `--audit-log` values that are not file paths. */
+export const AUDIT_TO_STDOUT = '-';
+export const AUDIT_TO_POSTGRES = 'postgres';
+
+const DAY_MS = 24 * 3600 * 1000;
 
 /** True for the URLs `stateUrl` takes; anything else given to --state is a file path. */
 export function isStateUrl(text: string): boolean {
@@ -179,6 +202,13 @@ export function resolveOptions(o: ControlPlaneOptions): ResolvedOptions {
     }
     if (!ok) throw new KnowledgeError('config', 'the session-state URL must look like postgres://USER@HOST:PORT/DATABASE');
   }
+  if (auditLog === AUDIT_TO_POSTGRES && o.stateUrl === undefined) {
+    throw new KnowledgeError('config', '--audit-log postgres writes decisions to the state database: it needs --state postgres://… (or $KNOWLEDGEFS_STATE_URL)');
+  }
+  const auditRetentionMs = positive('--audit-retention', o.auditRetentionMs, DEFAULTS.auditRetentionMs);
+  if (auditRetentionMs < DAY_MS) throw new KnowledgeError('config', `--audit-retention must be at least 1d (decisions are kept in daily partitions), got ${auditRetentionMs} ms`);
+  const replicaId = o.replicaId ?? hostname();
+  if (!/^[\x21-\x7e]{1,128}$/.test(replicaId)) throw new KnowledgeError('config', `--replica-id must be 1-128 printable characters without spaces, got ${JSON.stringify(replicaId)}`);
   const s3 =
     o.store === undefined
       ? undefined
@@ -197,6 +227,9 @@ export function resolveOptions(o: ControlPlaneOptions): ResolvedOptions {
     membershipUrl: o.membershipUrl?.replace(/\/+$/, ''),
     membershipTimeoutMs: positive('--membership-timeout', o.membershipTimeoutMs, DEFAULTS.membershipTimeoutMs),
     auditLog,
+    auditRetentionMs,
+    auditBufferRecords: wholeAtLeastOne('auditBufferRecords', o.auditBufferRecords, DEFAULTS.auditBufferRecords),
+    replicaId,
     watch: o.watch ?? true,
     watchScanIntervalMs: positive('--watch-scan-interval', o.watchScanIntervalMs, DEFAULTS.watchScanIntervalMs),
     scanIntervalMs: positive('--scan-interval', o.scanIntervalMs, DEFAULTS.scanIntervalMs),

@@ -186,6 +186,8 @@ export async function spawnControlPlane(options: SpawnOptions): Promise<SpawnedC
     });
     proc.stderr.setEncoding('utf8').on('data', (s: string) => {
       err += s;
+      // With `--audit-log -` stdout carries only audit lines and "listening on" comes on stderr.
+      if (args.includes('-')) runOut.text += s;
     });
     await new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`control plane not ready after 30 s; stderr:\n${err}`)), 30_000);
@@ -194,12 +196,14 @@ export async function spawnControlPlane(options: SpawnOptions): Promise<SpawnedC
         if (m?.[1] !== undefined) {
           clearTimeout(timer);
           proc.stdout.off('data', check);
+          proc.stderr.off('data', check);
           url = m[1];
           port = Number(new URL(url).port);
           resolve();
         }
       };
       proc.stdout.on('data', check);
+      proc.stderr.on('data', check);
       void exited.then(({ code, signal }) => {
         clearTimeout(timer);
         reject(new Error(`control plane exited (code ${code}, signal ${signal}) before ready; stderr:\n${err}`));

@@ -85,6 +85,13 @@ export function formatExplain(e: ExplainResponse): string {
       `a read    ${answer}`,
     );
   }
+  const recent = e.recentDecisions;
+  if (recent !== undefined) {
+    lines.push('', `recent    ${recent.error ?? (recent.decisions.length === 0 ? 'no decisions in the log yet' : `the last ${recent.decisions.length} decisions, every replica, newest first`)}`);
+    if (recent.decisions.length > 0) {
+      lines.push(...formatTable([['time', 'replica', 'action', 'scope', 'result', 'rule'], ...recent.decisions.map((d) => [d.time, d.replica, d.action, d.scope, d.result, d.rule])]).map((l) => `  ${l}`));
+    }
+  }
   return `${lines.join('\n')}\n`;
 }
 
@@ -102,6 +109,7 @@ export function registerExplain(program: Command, ctx: CliContext, result: Comma
       'after',
       `
 The decisions are made now, against the current memberships, and audited (action "explain").
+With serve --audit-log postgres, the session's last 20 decisions from every replica follow.
 
 Examples:
   knowledgefs explain --server http://127.0.0.1:7420 --admin-token-file admin.token --session s_3f9c…

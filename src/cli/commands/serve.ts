@@ -2,7 +2,8 @@
 // directory (`--data`, the embedded default) or a publication in object
 // storage (`--store s3://...`, scale-out replicas).
 // Prints exactly one stdout line when ready, `listening on http://HOST:PORT`;
-// logs go to stderr. SIGINT/SIGTERM close cleanly and exit 0. Object storage
+// logs go to stderr. With `--audit-log -` stdout carries only the audit's
+// JSON lines and the "listening on" line goes to stderr with the logs. SIGINT/SIGTERM close cleanly and exit 0. Object storage
 // unreachable at start (or holding no valid publication) exits 4 with a
 // message naming it; a bad flag exits 2.
 //
@@ -21,6 +22,7 @@
 import type { Command } from 'commander';
 import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, stat, writeFile } from 'node:fs/promises';
+import { hostname } from 'node:os';
 import { join, resolve } from 'node:path';
 import { KnowledgeError } from '../../core/errors.js';
 import { parseListenAddress } from '../../core/text/listen-address.js';
@@ -28,8 +30,8 @@ import type { Log, LogFormat } from '../../core/text/log-line.js';
 import { addLogOptions, startLogging } from '../log-sink.js';
 import { parseDuration, parseSize, formatDurationFlag, formatSizeFlag } from '../../core/text/units.js';
 import { serveControlPlane } from '../../server/control-plane.js';
-import { DEFAULTS, internalDir, isStateUrl } from '../../server/options.js';
-import { secretInUrl } from '../../server/state/postgres/pg-state-url.js';
+import { AUDIT_TO_POSTGRES, AUDIT_TO_STDOUT, DEFAULTS, internalDir, isStateUrl } from '../../server/options.js';
+import { STATE_URL_ENV, checkedStateUrl, stateUrlFromEnv } from '../state-url.js';
 import type { CliContext, CommandResult } from '../context.js';
 import { EXIT } from '../exit-codes.js';
 import { parseOnOff, parsedOption } from '../option-parser.js';
@@ -52,6 +54,9 @@ interface ServeFlags extends StoreFlags {
   membershipRecheck: number;
   maxLongPolls: number;
   auditLog?: string;
+  auditRetention: number;
+  auditBuffer: number;
+  replicaId?: string;
   watch: boolean;
   watchScanInterval: number;
   scanInterval: number;
@@ -82,30 +87,12 @@ async function resolveAdminToken(flags: ServeFlags, dataDir: string | undefined,
   return token;
 }
 
-export const STATE_URL_ENV = 'KNOWLEDGEFS_STATE_URL';
-
 /** Where session state lives: a file path or a PostgreSQL URL (flag first, then the environment). */
 function resolveState(flags: ServeFlags, ctx: CliContext): { stateFile?: string; stateUrl?: string } {
-  if (flags.state !== undefined && isStateUrl(flags.state)) {
-    let secret: string | undefined;
-    try {
-      secret = secretInUrl(flags.state);
-    } catch {
-      throw new KnowledgeError('invalid_argument', '--state: not a valid URL (expected postgres://USER@HOST:PORT/DATABASE)');
-    }
-    if (secret !== undefined) {
-      throw new KnowledgeError(
-        'invalid_argument',
-        `--state: the URL carries ${secret}, which every local user can read on the command line; put the whole URL in $${STATE_URL_ENV}, or the password in $PGPASSWORD or ~/.pgpass`,
-      );
-    }
-    return { stateUrl: flags.state };
-  }
+  if (flags.state !== undefined && isStateUrl(flags.state)) return { stateUrl: checkedStateUrl(flags.state) };
   if (flags.state !== undefined) return { stateFile: resolve(ctx.cwd, flags.state) };
-  const fromEnv = ctx.env[STATE_URL_ENV]?.trim();
-  if (fromEnv === undefined || fromEnv === '') return {};
-  if (!isStateUrl(fromEnv)) throw new KnowledgeError('invalid_argument', `$${STATE_URL_ENV} must be a postgres:// URL`);
-  return { stateUrl: fromEnv };
+  const fromEnv = stateUrlFromEnv(ctx);
+  return fromEnv === undefined ? {} : { stateUrl: fromEnv };
 }
 
 export function registerServe(program: Command, ctx: CliContext, result: CommandResult): void {
@@ -122,7 +109,10 @@ export function registerServe(program: Command, ctx: CliContext, result: Command
     .addOption(parsedOption('--membership-timeout <duration>', 'timeout of one membership request', parseDuration, DEFAULTS.membershipTimeoutMs, formatDurationFlag(DEFAULTS.membershipTimeoutMs)))
     .addOption(parsedOption('--membership-recheck <duration>', 'how often a waiting plan long-poll asks the membership service again (other changes wake it at once); a revoked membership reaches a waiting plan within this', parseDuration, DEFAULTS.membershipRecheckMs, formatDurationFlag(DEFAULTS.membershipRecheckMs)))
     .addOption(parsedOption('--max-long-polls <n>', 'plan long-polls one session may hold at once; more are answered 429', (t) => parseCount(t, 1, 1000), DEFAULTS.maxLongPollsPerSession, String(DEFAULTS.maxLongPollsPerSession)))
-    .option('--audit-log <file>', 'audit log, one JSON line per decision (default DATA/.knowledgefs/audit.log)')
+    .option('--audit-log <file|-|postgres>', 'where decisions go: a file, one JSON line each (default DATA/.knowledgefs/audit.log); - for JSON lines on stdout (the "listening on" line then goes to stderr); postgres to batch them into the --state database, shared by every replica')
+    .addOption(parsedOption('--audit-retention <duration>', 'with --audit-log postgres: keep decisions this long (daily partitions; at least 1d)', parseDuration, DEFAULTS.auditRetentionMs, formatDurationFlag(DEFAULTS.auditRetentionMs)))
+    .addOption(parsedOption('--audit-buffer <n>', 'with --audit-log - or postgres: decisions held while the sink is slow or down; beyond it the oldest are dropped (knowledgefs_audit_dropped_total)', (t) => parseCount(t, 1, 10_000_000), DEFAULTS.auditBufferRecords, String(DEFAULTS.auditBufferRecords)))
+    .option('--replica-id <name>', 'this replica\'s name in every audit record (default HOSTNAME:PORT of --listen; HOSTNAME:pPID with port 0)')
     .addOption(parsedOption('--watch <on|off>', 'watch the data directory with inotify and rescan a changed directory within ~50ms (off: for filesystems without inotify, e.g. NFS)', parseOnOff, true, 'on'))
     .addOption(parsedOption('--watch-scan-interval <duration>', 'pause between full rescans while the watch works (a safety net for lost events)', parseDuration, DEFAULTS.watchScanIntervalMs, formatDurationFlag(DEFAULTS.watchScanIntervalMs)))
     .addOption(parsedOption('--scan-interval <duration>', "pause between full rescans with --watch off or a failed watch (at least twice the last scan's duration)", parseDuration, DEFAULTS.scanIntervalMs, formatDurationFlag(DEFAULTS.scanIntervalMs)))
@@ -144,6 +134,8 @@ Examples:
   knowledgefs serve --data /srv/knowledge --metrics-listen 127.0.0.1:9464   # Prometheus scrapes here, no token
   knowledgefs serve --data /srv/knowledge --log-format json --log-file /var/log/knowledgefs/serve.log
   KNOWLEDGEFS_STATE_URL=postgres://kfs:secret@db.internal/knowledgefs knowledgefs serve --data /srv/knowledge --listen 0.0.0.0:7420
+  knowledgefs serve --data /srv/knowledge --audit-log - | fluent-bit …        # decisions as JSON lines on stdout
+  KNOWLEDGEFS_STATE_URL=postgres://kfs:secret@db/kfs knowledgefs serve --data /srv/knowledge --audit-log postgres --replica-id cp-1
   knowledgefs serve --store s3://knowledge-prod/kfs --s3-endpoint http://minio:9000 --state postgres://kfs@db/kfs \\
       --audit-log /var/log/kfs/audit.log --admin-token-file /run/secrets/kfs-admin
 
@@ -194,13 +186,18 @@ ${STORE_ENVIRONMENT}`,
         ...(metricsListen !== undefined ? { metricsListen } : {}),
         ...state,
         stateHeartbeatMs: flags.stateHeartbeat,
-        ...(flags.auditLog !== undefined ? { auditLog: resolve(ctx.cwd, flags.auditLog) } : {}),
+        ...(flags.auditLog !== undefined ? { auditLog: flags.auditLog === AUDIT_TO_STDOUT || flags.auditLog === AUDIT_TO_POSTGRES ? flags.auditLog : resolve(ctx.cwd, flags.auditLog) } : {}),
+        auditRetentionMs: flags.auditRetention,
+        auditBufferRecords: flags.auditBuffer,
+        replicaId: flags.replicaId ?? `${hostname()}:${port === 0 ? `p${process.pid}` : port}`,
       });
       const files = cp.store.scopes().reduce((n, s) => n + s.files.length, 0);
       const { what, upkeep } = cp.source.describe();
       log(`serving ${what}: ${cp.store.scopes().length} scopes, ${files} files, ${await cp.sessions.describe()}; ${upkeep}`);
       if (cp.metricsUrl !== undefined) log(`metrics on ${cp.metricsUrl} (no token)`);
-      ctx.stdout.write(`listening on ${cp.url}\n`);
+      // With the audit log on stdout, stdout carries only JSON lines.
+      if (flags.auditLog === AUDIT_TO_STDOUT) log(`listening on ${cp.url}`);
+      else ctx.stdout.write(`listening on ${cp.url}\n`);
       reopen = () => {
         log(`SIGHUP: reopening the audit log ${cp.options.auditLog}`);
         void cp.audit.reopen();

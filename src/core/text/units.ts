@@ -10,7 +10,7 @@ const SIZE_UNITS: Record<string, number> = {
 };
 
 const DURATION_UNITS: Record<string, number> = {
-  '': 1, ms: 1, s: 1000, m: 60_000, min: 60_000, h: 3_600_000,
+  '': 1, ms: 1, s: 1000, m: 60_000, min: 60_000, h: 3_600_000, d: 86_400_000,
 };
 
 function parseWithUnits(what: string, text: string, units: Record<string, number>, examples: string): number {
@@ -27,7 +27,7 @@ export function parseSize(text: string): number {
   return parseWithUnits('size', text, SIZE_UNITS, '4096, 64KiB, 256MiB, 1GB');
 }
 
-/** Milliseconds from `500ms`, `2s`, `5m`, `1h`, `250`. */
+/** Milliseconds from `500ms`, `2s`, `5m`, `1h`, `30d`, `250`. */
 export function parseDuration(text: string): number {
   return parseWithUnits('duration', text, DURATION_UNITS, '0, 500ms, 2s, 5m');
 }
@@ -48,9 +48,9 @@ export function formatSizeFlag(bytes: number): string {
   return String(bytes);
 }
 
-/** A duration as a flag value that parses back to the same number: `5s`, `2m`, `250ms`. */
+/** A duration as a flag value that parses back to the same number: `5s`, `2m`, `250ms`, `30d`. */
 export function formatDurationFlag(ms: number): string {
-  for (const [unit, factor] of [['h', 3_600_000], ['m', 60_000], ['s', 1000]] as const) {
+  for (const [unit, factor] of [['d', 86_400_000], ['h', 3_600_000], ['m', 60_000], ['s', 1000]] as const) {
     if (ms >= factor && ms % factor === 0) return `${ms / factor}${unit}`;
   }
   return `${ms}ms`;

@@ -10,8 +10,10 @@
 
 import { createWriteStream, mkdirSync, type WriteStream } from 'node:fs';
 import { dirname } from 'node:path';
+import type { Writable } from 'node:stream';
 import type { Decision, MembershipAnswer } from '../../core/session/policy.js';
 import type { ResourceKind } from '../../core/wire.js';
+import { AuditBuffer, Outage } from './audit-buffer.js';
 
 /**
  * plan|open|read|mount from DESIGN.md; manifest|reminder check what those
@@ -23,6 +25,8 @@ export type AuditAction = 'plan' | 'open' | 'read' | 'mount' | 'manifest' | 'rem
 
 export interface AuditRecord {
   readonly time: string;
+  /** The replica that made the decision (`--replica-id`). */
+  readonly replica: string;
   readonly session: string;
   readonly kind: string;
   readonly creator: string;
@@ -38,15 +42,19 @@ export interface AuditRecord {
 }
 
 export interface AuditSink {
+  /** Never waits and never throws: the request path hands the record over and goes on. */
   append(record: AuditRecord): void;
   flush(): Promise<void>;
   /** Opens the file again by its path (after a rotation renamed it); a sink without a file does nothing. */
   reopen(): Promise<void>;
   close(): Promise<void>;
+  /** The session's last `limit` decisions from every replica, newest first; only a sink that can read them back has it. */
+  recent?(session: string, limit: number): Promise<AuditRecord[]>;
 }
 
 export function toAuditRecord(
   time: string,
+  replica: string,
   session: { id: string; kind: string; creator: string; team?: string | undefined },
   action: AuditAction,
   decision: Decision,
@@ -54,6 +62,7 @@ export function toAuditRecord(
 ): AuditRecord {
   return {
     time,
+    replica,
     session: session.id,
     kind: session.kind,
     creator: session.creator,
@@ -98,6 +107,46 @@ export function fileAuditSink(file: string, log: (line: string) => void): AuditS
     close() {
       return new Promise((resolve) => stream.end(() => resolve()));
     },
+  };
+}
+
+/**
+ * `--audit-log -`: JSON lines on stdout, for a log collector. A reader that
+ * stops reading (a full pipe) never blocks a request: lines wait in the
+ * stream up to its high-water mark, then in an AuditBuffer of `max`
+ * decisions, and beyond that the oldest are dropped and counted.
+ */
+export function streamAuditSink(out: Writable, max: number, log: (line: string) => void, onDrop: (count: number) => void): AuditSink {
+  const outage = new Outage('stdout', log, `up to ${max} decisions wait while the reader is not reading`);
+  // A burst above the stream's high-water mark is normal; only a full buffer (a reader that stopped) is an outage.
+  const held = new AuditBuffer<AuditRecord>(max, (n) => {
+    outage.failed('the reader of stdout is not keeping up');
+    outage.dropped(n);
+    onDrop(n);
+  });
+  let blocked = false;
+  const pump = (): void => {
+    while (held.size > 0 && !blocked) {
+      const [record] = held.take(1);
+      if (!out.write(`${JSON.stringify(record)}\n`)) blocked = true;
+    }
+    if (held.size === 0) outage.worked();
+  };
+  out.on('drain', () => {
+    blocked = false;
+    pump();
+  });
+  out.on('error', (err) => outage.failed(err.message));
+  const flushed = (): Promise<void> => new Promise((resolve) => (held.size === 0 && out.writableLength === 0 ? resolve() : setTimeout(() => void flushed().then(resolve), 5)));
+  return {
+    append(record) {
+      held.push(record);
+      if (!blocked) pump();
+    },
+    flush: flushed,
+    reopen: async () => undefined,
+    // stdout stays open for the process's last lines; closing waits at most a second for the reader.
+    close: () => Promise.race([flushed(), new Promise<void>((resolve) => setTimeout(resolve, 1_000).unref())]),
   };
 }
 

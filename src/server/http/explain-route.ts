@@ -6,7 +6,8 @@
 //
 // It reveals memberships, so it is an admin route (a runner token is 403).
 // It is a decision like any other: each scope decided here is audited with
-// action "explain". The creator's memberships are asked once and that one
+// action "explain". With the decision log in PostgreSQL it also shows the
+// session's last decisions from every replica. The creator's memberships are asked once and that one
 // answer serves every decision of the request, as on the runner routes.
 
 import { KnowledgeError } from '../../core/errors.js';
@@ -59,6 +60,21 @@ function explained(session: SessionRecord, decision: Decision): ExplainDecision 
 function readAnswerOf(response: ApiResponse): ExplainPath['readAnswer'] {
   const body = JSON.parse(typeof response.body === 'string' ? response.body : response.body.toString('utf8')) as { error?: { code?: string; message?: string } };
   return { status: response.status, code: body.error?.code ?? null, message: body.error?.message ?? null };
+}
+
+/** How many of the session's last decisions explain shows. */
+export const RECENT_DECISIONS = 20;
+
+async function recentDecisions(ctx: RouteContext, session: string): Promise<NonNullable<ExplainResponse['recentDecisions']>> {
+  try {
+    const records = (await ctx.audit.recent?.(session, RECENT_DECISIONS)) ?? [];
+    return {
+      decisions: records.map((r) => ({ time: r.time, replica: r.replica, action: r.action, scope: r.scope, result: r.result, rule: r.rule, requestId: r.requestId })),
+      error: null,
+    };
+  } catch (err) {
+    return { decisions: [], error: `the decision log could not be read: ${err instanceof Error ? err.message : String(err)}` };
+  }
 }
 
 export async function explainRoute(ctx: RouteContext, req: ApiRequest): Promise<ApiResponse> {
@@ -157,6 +173,7 @@ export async function explainRoute(ctx: RouteContext, req: ApiRequest): Promise<
     scopes,
     readSet,
     ...(path !== undefined ? { path } : {}),
+    ...(ctx.audit.recent !== undefined ? { recentDecisions: await recentDecisions(ctx, session.id) } : {}),
   };
   return jsonResponse(200, body);
 }
