@@ -21,6 +21,8 @@ import { fileAuditSink, type AuditSink } from './audit-log.js';
 import type { DataWatch, WatchFunction } from './data-watch.js';
 import type { RouteContext } from './context.js';
 import { openBucketPackSource } from './bucket-pack-source.js';
+import { BucketPackStore } from './bucket-pack-store.js';
+import { PgReplicaHeartbeat } from './pg-replica-heartbeat.js';
 import { openDirPackSource } from './dir-pack-source.js';
 import { createHttpServer } from './http-adapter.js';
 import { directoryMembership, httpMembership, meteredMembership, type MembershipSource } from './membership.js';
@@ -95,13 +97,23 @@ export async function createControlPlaneServer(input: ControlPlaneOptions, deps:
         metrics.inc(M.packScans, { kind, result });
       }
     },
-    // Waiting plan long-polls recompute only when something changed.
-    changed: () => wakeups.allChanged(),
+    // Waiting plan long-polls recompute only when something changed; gc hears of a new publication at once.
+    changed: () => {
+      wakeups.allChanged();
+      void heartbeat?.beat();
+    },
     metrics,
   };
+  let heartbeat: PgReplicaHeartbeat | null = null;
   const source = await openPackSource(options, deps, hooks);
   const { store, directory, watch } = source;
   const opened = await openSessionState(options, deps.stateStore, () => metrics.inc(M.stateRoundTrips, {}));
+  // Replicas of a publication record which ones they serve, for `knowledgefs gc` (after the state migrated).
+  if (store instanceof BucketPackStore && options.stateUrl !== undefined) {
+    const bucket = store;
+    heartbeat = new PgReplicaHeartbeat({ url: options.stateUrl, served: () => bucket.servedPointers, log: options.log });
+    await heartbeat.start();
+  }
   const sessions = deps.wrapSessions ? deps.wrapSessions(opened) : opened;
   let membership =
     deps.membership ??
@@ -170,6 +182,7 @@ export async function createControlPlaneServer(input: ControlPlaneOptions, deps:
       clearTimeout(force);
       await scanEnded;
       unfollow();
+      await heartbeat?.close();
       await sessions.close();
       await audit.close();
     },

@@ -24,6 +24,7 @@ import {
   PublicationError,
   blobKey,
   directoryKey,
+  historyKey,
   indexKey,
   parseIndex,
   parsePointer,
@@ -215,7 +216,11 @@ export async function publish(options: PublishOptions): Promise<PublishResult> {
   const now = options.now ?? Date.now;
   let pointer = pointerFor(directorySha, snapshots, new Date(now()).toISOString());
   const changed = previous === null || !samePublication(previous, pointer);
-  if (changed) await withRetry(() => store.put(POINTER_KEY, serializePointer(pointer), 'application/json'));
+  if (changed) {
+    // The history copy first: every pointer that was ever current is in the history gc reads.
+    await withRetry(() => store.put(historyKey(pointer), serializePointer(pointer), 'application/json'));
+    await withRetry(() => store.put(POINTER_KEY, serializePointer(pointer), 'application/json'));
+  }
   else pointer = previous;
 
   const scopes: ScopeChange[] = [];

@@ -101,7 +101,7 @@ describe('migrations', () => {
     await pgc.createDatabase('migrate_newer');
     await pgc.sql('CREATE TABLE knowledgefs_schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())', [], 'migrate_newer');
     await pgc.sql("INSERT INTO knowledgefs_schema_migrations (version, name) VALUES (999, '999_future.sql')", [], 'migrate_newer');
-    await expect(replica('migrate_newer')).rejects.toThrow(/schema is at version 999, newer than this knowledgefs knows \(1\)/);
+    await expect(replica('migrate_newer')).rejects.toThrow(/schema is at version 999, newer than this knowledgefs knows \(2\)/);
   });
 
   it('a failing migration is rolled back whole and names the file', async () => {

@@ -29,11 +29,11 @@ import { addLogOptions, startLogging } from '../log-sink.js';
 import { parseDuration, parseSize, formatDurationFlag, formatSizeFlag } from '../../core/units.js';
 import { serveControlPlane } from '../../server/control-plane.js';
 import { DEFAULTS, internalDir, isStateUrl } from '../../server/options.js';
-import { secretInUrl } from '../../server/pg-state-url.js';
 import type { CliContext } from '../context.js';
 import { EXIT } from '../exit-codes.js';
 import type { CommandResult } from '../main.js';
 import { parseOnOff, parsedOption } from '../option-parser.js';
+import { STATE_URL_ENV, checkStateUrlFlag, stateUrlFromEnv } from '../state-url-flag.js';
 import { STORE_ENVIRONMENT, addS3Options, type StoreFlags } from '../store-flags.js';
 import { ADMIN_TOKEN_ENV, readTokenFile } from '../token-file.js';
 import { parseCount } from './socket-command.js';
@@ -83,30 +83,14 @@ async function resolveAdminToken(flags: ServeFlags, dataDir: string | undefined,
   return token;
 }
 
-export const STATE_URL_ENV = 'KNOWLEDGEFS_STATE_URL';
+export { STATE_URL_ENV };
 
 /** Where session state lives: a file path or a PostgreSQL URL (flag first, then the environment). */
 function resolveState(flags: ServeFlags, ctx: CliContext): { stateFile?: string; stateUrl?: string } {
-  if (flags.state !== undefined && isStateUrl(flags.state)) {
-    let secret: string | undefined;
-    try {
-      secret = secretInUrl(flags.state);
-    } catch {
-      throw new KnowledgeError('invalid_argument', '--state: not a valid URL (expected postgres://USER@HOST:PORT/DATABASE)');
-    }
-    if (secret !== undefined) {
-      throw new KnowledgeError(
-        'invalid_argument',
-        `--state: the URL carries ${secret}, which every local user can read on the command line; put the whole URL in $${STATE_URL_ENV}, or the password in $PGPASSWORD or ~/.pgpass`,
-      );
-    }
-    return { stateUrl: flags.state };
-  }
+  if (flags.state !== undefined && isStateUrl(flags.state)) return { stateUrl: checkStateUrlFlag(flags.state) };
   if (flags.state !== undefined) return { stateFile: resolve(ctx.cwd, flags.state) };
-  const fromEnv = ctx.env[STATE_URL_ENV]?.trim();
-  if (fromEnv === undefined || fromEnv === '') return {};
-  if (!isStateUrl(fromEnv)) throw new KnowledgeError('invalid_argument', `$${STATE_URL_ENV} must be a postgres:// URL`);
-  return { stateUrl: fromEnv };
+  const fromEnv = stateUrlFromEnv(ctx.env);
+  return fromEnv === undefined ? {} : { stateUrl: fromEnv };
 }
 
 export function registerServe(program: Command, ctx: CliContext, result: CommandResult): void {
