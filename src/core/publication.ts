@@ -70,7 +70,7 @@ export function directoryKey(sha256: string): string {
  * before the pointer, so every pointer ever current is in the history.
  */
 export function historyKey(pointer: Pointer): string {
-  const time = pointer.publishedAt.replace(/[-:]/g, '').replace(/\.\d+/, '');
+  const time = pointer.publishedAt.replace(/[-:]/g, '');
   return `${HISTORY_PREFIX}${time}-${sha256Hex(serializePointer(pointer))}.json`;
 }
 

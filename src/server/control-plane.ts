@@ -111,7 +111,7 @@ export async function createControlPlaneServer(input: ControlPlaneOptions, deps:
   // Replicas of a publication record which ones they serve, for `knowledgefs gc` (after the state migrated).
   if (store instanceof BucketPackStore && options.stateUrl !== undefined) {
     const bucket = store;
-    heartbeat = new PgReplicaHeartbeat({ url: options.stateUrl, served: () => bucket.servedPointers, log: options.log });
+    heartbeat = new PgReplicaHeartbeat({ url: options.stateUrl, served: () => bucket.servedPointers, log: options.log, intervalMs: Math.max(options.stateHeartbeatMs, 1_000) });
     await heartbeat.start();
   }
   const sessions = deps.wrapSessions ? deps.wrapSessions(opened) : opened;
