@@ -25,6 +25,7 @@ import {
   POINTER_KEY,
   PublicationError,
   blobKey,
+  historyKey,
   indexKey,
   parseIndex,
   parsePointer,
@@ -120,6 +121,8 @@ export async function mark(options: MarkOptions): Promise<Marked> {
   // Each index once, however many roots name it.
   const indexes = new Map<string, { scope: string; version: string }>();
   for (const { pointer } of roots.values()) {
+    // A root's history copy stays with it, whatever made it a root.
+    keys.add(historyKey(pointer));
     for (const key of pointerKeys(pointer)) keys.add(key);
     for (const [scope, version] of Object.entries(pointer.scopes)) indexes.set(indexKey(scope, version), { scope, version });
   }

@@ -17,7 +17,7 @@ import { PgGcLock } from '../../server/pg-gc-lock.js';
 import { pgErrorText } from '../../server/pg-error-text.js';
 import { servedWithin } from '../../server/pg-replica-heartbeat.js';
 import { redactUrl } from '../../server/pg-state-url.js';
-import { collectGarbage, type GcProgress, type GcResult, type Tally } from '../../store/gc.js';
+import { collectGarbage, type GcKind, type GcProgress, type GcResult, type Tally } from '../../store/gc.js';
 import { formatStoreUrl, parseStoreUrl } from '../../store/store-config.js';
 import type { CliContext } from '../context.js';
 import { EXIT } from '../exit-codes.js';
@@ -57,11 +57,13 @@ export function formatGcResult(r: GcResult, where: string, graceMs: number): str
   lines.push(`listed ${objects(r.listed)}: kept ${objects(r.marked)} they name, ${objects(r.young)} younger than the grace, ${objects(r.other)} other (current.json, keys outside the layout)`);
   const kinds = Object.entries(r.sweptByKind)
     .filter(([, t]) => t.objects > 0)
-    .map(([kind, t]) => `${formatCount(t.objects)} ${kind} (${formatBytes(t.bytes)})`);
+    .map(([kind, t]) => `${formatCount(t.objects)} ${t.objects === 1 ? SINGULAR[kind as GcKind] : kind} (${formatBytes(t.bytes)})`);
   lines.push(`${r.deleted ? 'deleted' : 'would delete'} ${objects(r.swept)}${kinds.length > 0 ? `: ${kinds.join(', ')}` : ''}`);
   if (!r.deleted && r.swept.objects > 0) lines.push('dry run: nothing was deleted; run again with --delete to delete them');
   return `${lines.join('\n')}\n`;
 }
+
+const SINGULAR: Record<GcKind, string> = { blobs: 'blob', indexes: 'index', directories: 'directory', publications: 'publication' };
 
 function parseKeep(text: string): number {
   const n = Number(text);
