@@ -3,6 +3,9 @@
 // what a failure midway leaves behind (the previous publication, current).
 
 import { spawn } from 'node:child_process';
+import { stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import { sha256Hex } from '../src/core/sha256.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KnowledgeError } from '../src/core/errors.js';
 import { POINTER_KEY, parsePointer } from '../src/core/publication.js';
@@ -151,6 +154,31 @@ describe('publish', () => {
       // 4 blobs, 2 indexes, directory.json, the history copy, the pointer, and the one retried.
       expect(puts).toBe(4 + 2 + 1 + 1 + 1 + 1);
       expect(parsePointer((await pointerBytes(p)) as Buffer)).toEqual(result.pointer);
+    } finally {
+      await removeDataDir(data);
+    }
+  });
+
+  it('a stored blob no publication names is reused when recent, uploaded again when older than an hour (gc may be deleting it)', async () => {
+    const p = prefix();
+    const data = await makeDataDir(spec);
+    const { rm, utimes } = await import('node:fs/promises');
+    const blobFile = join(s3.dir, s3.bucket, p, 'blobs', `${sha256Hex(Buffer.from('db v1\n'))}._S3rver_object`);
+    try {
+      await publishTo(s3, p, data);
+      await rm(`${data}/teams/payments/runbooks/db.md`);
+      await publishTo(s3, p, data);
+      // Back, and its blob was written seconds ago: reused.
+      await writeDataFile(data, 'teams/payments/runbooks/db.md', 'db v1\n');
+      expect((await publishTo(s3, p, data)).uploaded.blobs).toBe(0);
+      await rm(`${data}/teams/payments/runbooks/db.md`);
+      await publishTo(s3, p, data);
+      // Back again, but its blob is two hours old and nothing names it: uploaded again, and young once more.
+      const old = new Date(Date.now() - 2 * 3_600_000);
+      await utimes(blobFile, old, old);
+      await writeDataFile(data, 'teams/payments/runbooks/db.md', 'db v1\n');
+      expect((await publishTo(s3, p, data)).uploaded.blobs).toBe(1);
+      expect(Date.now() - (await stat(blobFile)).mtimeMs).toBeLessThan(60_000);
     } finally {
       await removeDataDir(data);
     }

@@ -201,6 +201,18 @@ export class S3ObjectStore implements ObjectStore, SweepableStore {
     throw new ObjectStoreError('status', `HEAD ${what}: ${this.config.endpoint} answered HTTP ${res.status}`);
   }
 
+  async lastModified(key: string): Promise<number | null> {
+    const what = this.where(key);
+    const res = await this.send('HEAD', this.objectPath(key), what);
+    await res.body.dump();
+    if (res.status === 404) return null;
+    if (res.status !== 200) throw new ObjectStoreError('status', `HEAD ${what}: ${this.config.endpoint} answered HTTP ${res.status}`);
+    const header = res.headers['last-modified'];
+    const at = typeof header === 'string' ? Date.parse(header) : NaN;
+    if (!Number.isFinite(at)) throw new ObjectStoreError('garbage', `HEAD ${what}: ${this.config.endpoint} answered without a valid Last-Modified`);
+    return at;
+  }
+
   async *list(prefix: string): AsyncIterable<string> {
     for await (const entry of this.listObjects(prefix)) yield entry.key;
   }

@@ -18,6 +18,7 @@ import { pgErrorText } from '../../server/pg-error-text.js';
 import { servedWithin } from '../../server/pg-replica-heartbeat.js';
 import { redactUrl } from '../../server/pg-state-url.js';
 import { collectGarbage, type GcKind, type GcProgress, type GcResult, type Tally } from '../../store/gc.js';
+import { REUSE_YOUNGER_THAN_MS } from '../../store/publish.js';
 import { formatStoreUrl, parseStoreUrl } from '../../store/store-config.js';
 import type { CliContext } from '../context.js';
 import { EXIT } from '../exit-codes.js';
@@ -107,6 +108,9 @@ Examples:
           'invalid_argument',
           `--delete needs --state postgres://… (or $${STATE_URL_ENV}): without it gc cannot know which publications replicas still serve, nor take the gc lock`,
         );
+      }
+      if (flags.delete && flags.grace < REUSE_YOUNGER_THAN_MS) {
+        ctx.stderr.write(`gc: warning: --grace ${formatDurationFlag(flags.grace)} is shorter than the ${formatDurationFlag(REUSE_YOUNGER_THAN_MS)} a publish may reuse a stored blob for: a publish running now could lose one (a replica would then refuse that publication); use such a grace only in tests\n`);
       }
       if (stateUrl === undefined) {
         ctx.stderr.write('gc: no --state: publications replicas serve are not known; this dry run keeps only the current one, the history\'s last and those current within the grace\n');
