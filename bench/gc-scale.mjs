@@ -5,6 +5,13 @@
 // bucket (ListObjectsV2, every page), which any gc must do at least.
 //
 //   npm run build && node bench/gc-scale.mjs [BLOBS]      (default 100000)
+//   node --expose-gc bench/gc-scale.mjs BLOBS --memory
+//
+// s3rver walks its whole bucket directory for every listing page, so a
+// listing of 100 000 objects costs it minutes (quadratic); `--memory` runs
+// gc in-process against an in-memory store with the same pages of 1 000
+// keys, to measure gc's own time and memory at that size (mark, sweep,
+// batches), beside a plain listing of the same store as the baseline.
 //
 // The bucket is written straight into s3rver's directory (an object file,
 // its metadata and md5, as s3rver's filesystem store lays them out), which
@@ -24,6 +31,7 @@ import { startPostgres } from './lib/postgres.mjs';
 
 installCleanupHandlers();
 const BLOBS = Number(process.argv[2] ?? 100_000);
+const MEMORY = process.argv.includes('--memory');
 const BUCKET = 'bench';
 const PREFIX = 'kfs';
 const dist = pathToFileURL(join(REPO, 'dist')).href;
@@ -33,6 +41,72 @@ const { S3ObjectStore } = await import(`${dist}/store/s3-object-store.js`);
 const { resolveS3Config } = await import(`${dist}/store/store-config.js`);
 
 const sha = (b) => createHash('sha256').update(b).digest('hex');
+
+if (MEMORY) {
+  const { collectGarbage } = await import(`${dist}/store/gc.js`);
+  const old = Date.now() - 48 * 3_600_000;
+  const objects = new Map();
+  const put = (key, body) => objects.set(key, { body, lastModified: old });
+  const named = [];
+  for (let i = 0; i < BLOBS; i++) {
+    const body = Buffer.from(`blob ${i}\n`);
+    const hash = sha(body);
+    put(blobKey(hash), body);
+    if (i % 2 === 0) named.push({ path: `notes/n${String(i).padStart(7, '0')}.md`, size: body.length, mtimeMs: 0, sha256: hash });
+  }
+  const files = named.sort((a, b) => (a.path < b.path ? -1 : 1));
+  const snapshot = { scope: 'account', version: scopeVersion(files), totalBytes: 0, files };
+  const directory = Buffer.from('{"teams":{},"users":{}}');
+  put(indexKey('account', snapshot.version), serializeIndex(snapshot));
+  put(directoryKey(sha(directory)), directory);
+  const pointer = pointerFor(sha(directory), [snapshot], new Date(old).toISOString());
+  put(historyKey(pointer), serializePointer(pointer));
+  put(POINTER_KEY, serializePointer(pointer));
+  // Pages of 1 000 keys in key order, each a macrotask, as a store's answers arrive.
+  const store = {
+    description: 'memory',
+    async get(key) { const o = objects.get(key); return o === undefined ? null : { bytes: o.body, etag: undefined }; },
+    async put(key, body) { put(key, body); },
+    async has(key) { return objects.has(key); },
+    async lastModified(key) { return objects.get(key)?.lastModified ?? null; },
+    async *list(prefix) { for await (const e of this.listObjects(prefix)) yield e.key; },
+    async *listObjects(prefix) {
+      const keys = [...objects.keys()].filter((k) => k.startsWith(prefix)).sort();
+      for (let i = 0; i < keys.length; i += 1000) {
+        await new Promise((r) => setImmediate(r));
+        for (const key of keys.slice(i, i + 1000)) { const o = objects.get(key); if (o) yield { key, size: o.body.length, lastModified: o.lastModified }; }
+      }
+    },
+    async deleteMany(keys) { await new Promise((r) => setImmediate(r)); for (const k of keys) objects.delete(k); },
+    async close() {},
+  };
+  globalThis.gc?.();
+  const rssBefore = process.memoryUsage().rss;
+  let peak = rssBefore;
+  const sampler = setInterval(() => { peak = Math.max(peak, process.memoryUsage().rss); }, 5);
+  let t0 = performance.now();
+  let listed = 0;
+  for await (const _ of store.listObjects('')) listed++;
+  const listMs = performance.now() - t0;
+  const runGc = async (del) => {
+    globalThis.gc?.();
+    const base = process.memoryUsage().rss;
+    peak = base;
+    const cpu0 = process.cpuUsage();
+    t0 = performance.now();
+    const r = await collectGarbage({ store, keep: 3, graceMs: 24 * 3_600_000, delete: del, served: [], log: () => {} });
+    const ms = performance.now() - t0;
+    const cpu = process.cpuUsage(cpu0);
+    peak = Math.max(peak, process.memoryUsage().rss);
+    return { seconds: +(ms / 1000).toFixed(2), cpuSeconds: +((cpu.user + cpu.system) / 1e6).toFixed(2), rssGrowthMiB: +((peak - base) / 1048576).toFixed(0), swept: r.swept.objects, marked: r.marked.objects, vsListing: +(ms / listMs).toFixed(1) };
+  };
+  const dry = await runGc(false);
+  const del = await runGc(true);
+  clearInterval(sampler);
+  process.stdout.write(`${JSON.stringify({ mode: 'memory', blobs: BLOBS, named: files.length, listing: { objects: listed, seconds: +(listMs / 1000).toFixed(2) }, dryRun: dry, delete: del, processRssMiB: +(process.memoryUsage().rss / 1048576).toFixed(0), storeRssBeforeGcMiB: +(rssBefore / 1048576).toFixed(0) }, null, 2)}\n`);
+  process.exit(0);
+}
+
 const md5 = (b) => createHash('md5').update(b).digest('hex');
 const old = new Date(Date.now() - 48 * 3_600_000);
 
