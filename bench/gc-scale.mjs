@@ -158,11 +158,16 @@ await store.close();
 log(`listing: ${listed} objects in ${(listMs / 1000).toFixed(2)} s`);
 
 async function gc(extra) {
-  const r = await run(`/usr/bin/time -f 'peak-rss-kib %M' '${process.execPath}' '${BIN}' gc --store s3://${BUCKET}/${PREFIX} ${extra}`, { env, timeoutMs: 1_800_000 });
+  const r = await run(`/usr/bin/time -f 'peak-rss-kib %M' '${process.execPath}' '${BIN}' gc --store s3://${BUCKET}/${PREFIX} --s3-timeout 10m ${extra}`, { env, timeoutMs: 1_800_000 });
   if (r.code !== 0) throw new Error(`gc ${extra} failed (exit ${r.code}): ${r.stderr.slice(-600)}`);
   const rss = Number(/peak-rss-kib (\d+)/.exec(r.stderr)?.[1]);
   return { ms: r.ms, rssMiB: rss / 1024, summary: r.stdout.split('\n').find((l) => /^(would delete|deleted) /.test(l)) ?? r.stdout.trim() };
 }
+process.on('unhandledRejection', async (err) => {
+  process.stderr.write(`${err?.stack ?? err}\n`);
+  await cleanup();
+  process.exit(1);
+});
 const dry = await gc('');
 log(`dry run: ${(dry.ms / 1000).toFixed(2)} s, peak RSS ${dry.rssMiB.toFixed(0)} MiB: ${dry.summary}`);
 const del = await gc('--delete');
