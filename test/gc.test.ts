@@ -191,6 +191,9 @@ describe('knowledgefs gc (CLI)', () => {
       expect(refused.stderr).toMatch(/--delete needs --state postgres:\/\/…/);
       const again = await cli(['gc', '--store', store, '--keep', '1', '--grace', '0s', '--json'], s3.env);
       expect(JSON.parse(again.stdout)).toMatchObject({ deleted: false, swept: { objects: 6 } });
+      const file = await cli(['gc', '--store', store, '--state', '/var/lib/knowledgefs/state.json'], s3.env);
+      expect(file.code).toBe(2);
+      expect(file.stderr).toMatch(/--state: expected the replicas' PostgreSQL/);
       const bad = await cli(['gc', '--store', store, '--keep', '0'], s3.env);
       expect(bad.code).toBe(2);
       expect(bad.stderr).toMatch(/--keep.*expected a number of publications from 1/);

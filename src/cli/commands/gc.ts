@@ -12,6 +12,7 @@ import type { Command } from 'commander';
 import pg from 'pg';
 import { KnowledgeError } from '../../core/errors.js';
 import { formatBytes, formatDurationFlag, parseDuration } from '../../core/units.js';
+import { isStateUrl } from '../../server/options.js';
 import { loadMigrations, migrate } from '../../server/pg-migrations.js';
 import { PgGcLock } from '../../server/pg-gc-lock.js';
 import { pgErrorText } from '../../server/pg-error-text.js';
@@ -102,6 +103,9 @@ Examples:
     )
     .action(async (flags: GcFlags) => {
       const where = formatStoreUrl(parseStoreUrl(flags.store));
+      if (flags.state !== undefined && !isStateUrl(flags.state)) {
+        throw new KnowledgeError('invalid_argument', `--state: expected the replicas' PostgreSQL, postgres://USER@HOST:PORT/DB, not "${flags.state}" (gc has no use for a state file)`);
+      }
       const stateUrl = flags.state !== undefined ? checkStateUrlFlag(flags.state) : stateUrlFromEnv(ctx.env);
       if (flags.delete && stateUrl === undefined) {
         throw new KnowledgeError(
