@@ -1,6 +1,7 @@
 // Which publications a `serve --store` replica serves, recorded in
 // PostgreSQL (knowledgefs_replicas, sql/migrations/002) for `knowledgefs gc`:
-// every --state-heartbeat (at least a second), and at once when it switches, the replica upserts one
+// every --state-heartbeat (no more often than once a second), and at once
+// when it switches, the replica upserts one
 // row per publication it serves (its current one, and the previous one it
 // still answers opens for) with heartbeat_at = now(). gc keeps every
 // publication whose heartbeat is within its grace, so a replica stuck on an
