@@ -3,6 +3,9 @@
 // what a failure midway leaves behind (the previous publication, current).
 
 import { spawn } from 'node:child_process';
+import { stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import { sha256Hex } from '../src/core/sha256.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KnowledgeError } from '../src/core/errors.js';
 import { POINTER_KEY, parsePointer } from '../src/core/publication.js';
@@ -75,8 +78,8 @@ describe('publish', () => {
       expect(first.uploaded).toEqual({ blobs: 4, bytes: Buffer.byteLength('# Account\nshared bytes\n# Payments\ndb v1\n'), indexes: 2, directories: 1 });
       expect(first.scopes.map((s) => [s.scope, s.status, s.files])).toEqual([['account', 'added', 2], ['team_payments', 'added', 3]]);
       expect(first.directory).toBe('added');
-      // The pointer is the last write: every other PUT had completed before it began.
-      expect(order.at(-1)).toBe(POINTER_KEY);
+      // The pointer is the last write, right after its copy in the history gc reads: every other PUT had completed before it began.
+      expect(order.slice(-2)).toEqual(['publications', POINTER_KEY]);
       expect(doneWhenPointerStarted).toBe(started - 1);
       expect(order).toHaveLength(started);
       expect(order.slice(0, 4)).toEqual(['blobs', 'blobs', 'blobs', 'blobs']);
@@ -95,7 +98,7 @@ describe('publish', () => {
     }
   });
 
-  it('after a one-file edit uploads one blob, one index and the pointer, and says what changed', async () => {
+  it('after a one-file edit uploads one blob, one index, the pointer and its history copy, and says what changed', async () => {
     const p = prefix();
     const data = await makeDataDir(spec);
     let counting: CountingStore | null = null;
@@ -107,7 +110,8 @@ describe('publish', () => {
       await rm(`${data}/teams/payments/copy-of-same.md`);
       const result = await publishTo(s3, p, data, { wrap: (st) => (counting = countingStore(st)) });
       expect(result.uploaded).toMatchObject({ blobs: 2, indexes: 1, directories: 0 });
-      expect((counting as unknown as CountingStore).counts).toMatchObject({ put: 4, list: 0 });
+      // Two blobs, one index, the history copy and the pointer.
+      expect((counting as unknown as CountingStore).counts).toMatchObject({ put: 5, list: 0 });
       expect(result.scopes).toEqual([
         { scope: 'account', status: 'unchanged', files: 2 },
         { scope: 'team_payments', status: 'changed', files: 3, added: 1, modified: 1, removed: 1 },
@@ -158,8 +162,34 @@ describe('publish', () => {
         },
       });
       expect(result.changed).toBe(true);
-      expect(puts).toBe(4 + 2 + 1 + 1 + 1);
+      // 4 blobs, 2 indexes, directory.json, the history copy, the pointer, and the one retried.
+      expect(puts).toBe(4 + 2 + 1 + 1 + 1 + 1);
       expect(parsePointer((await pointerBytes(p)) as Buffer)).toEqual(result.pointer);
+    } finally {
+      await removeDataDir(data);
+    }
+  });
+
+  it('a stored blob no publication names is reused when recent, uploaded again when older than an hour (gc may be deleting it)', async () => {
+    const p = prefix();
+    const data = await makeDataDir(spec);
+    const { rm, utimes } = await import('node:fs/promises');
+    const blobFile = join(s3.dir, s3.bucket, p, 'blobs', `${sha256Hex(Buffer.from('db v1\n'))}._S3rver_object`);
+    try {
+      await publishTo(s3, p, data);
+      await rm(`${data}/teams/payments/runbooks/db.md`);
+      await publishTo(s3, p, data);
+      // Back, and its blob was written seconds ago: reused.
+      await writeDataFile(data, 'teams/payments/runbooks/db.md', 'db v1\n');
+      expect((await publishTo(s3, p, data)).uploaded.blobs).toBe(0);
+      await rm(`${data}/teams/payments/runbooks/db.md`);
+      await publishTo(s3, p, data);
+      // Back again, but its blob is two hours old and nothing names it: uploaded again, and young once more.
+      const old = new Date(Date.now() - 2 * 3_600_000);
+      await utimes(blobFile, old, old);
+      await writeDataFile(data, 'teams/payments/runbooks/db.md', 'db v1\n');
+      expect((await publishTo(s3, p, data)).uploaded.blobs).toBe(1);
+      expect(Date.now() - (await stat(blobFile)).mtimeMs).toBeLessThan(60_000);
     } finally {
       await removeDataDir(data);
     }

@@ -65,7 +65,7 @@ describe('docs/STORAGE.md', () => {
     expect(doc).toContain(`indexes/team_payments/${version.slice(0, 8)}…`);
   });
 
-  for (const [command, marker] of [['publish', '`knowledgefs publish --data DIR'], ['serve', '`serve --store s3://BUCKET/PREFIX` starts']] as const) {
+  for (const [command, marker] of [['publish', '`knowledgefs publish --data DIR'], ['serve', '`serve --store s3://BUCKET/PREFIX` starts'], ['gc', '**The schema.**']] as const) {
     it(`its ${command} flag table matches ${command} --help`, async () => {
       const help = (await run([command, '--help'])).stdout.replace(/\n\s+/g, ' ');
       const rows = tableAfter(marker);

@@ -30,6 +30,7 @@ const COMMANDS: Record<string, () => Promise<Register>> = {
   status: async () => (await import('./commands/status.js')).registerStatus,
   mcp: async () => (await import('./commands/mcp.js')).registerMcp,
   publish: async () => (await import('./commands/publish.js')).registerPublish,
+  gc: async () => (await import('./commands/gc.js')).registerGc,
   explain: async () => (await import('./commands/explain.js')).registerExplain,
   audit: async () => (await import('./commands/audit.js')).registerAudit,
 };
@@ -55,6 +56,8 @@ Examples:
   knowledgefs explain --server http://127.0.0.1:7420 --admin-token-file admin.token --session s_...
   # what a session got from every replica (serve --audit-log postgres)
   knowledgefs audit --state postgres://kfs@db/kfs --session s_... --since 1h
+  # what a publication bucket no longer needs (a dry run; --delete with --state to remove it)
+  knowledgefs gc --store s3://knowledge-prod/kfs
   # in the runner: what the mount is doing (operations, cache, sync lag, EIO)
   knowledgefs status
 

@@ -5,6 +5,7 @@
 //   indexes/<scope>/<version>.json        one immutable index per scope version
 //   directories/<sha256>.json             directory.json, content-addressed
 //   current.json                          the pointer: which of the above are current
+//   publications/<time>-<sha256>.json     a copy of every pointer publish wrote (the history gc reads)
 //
 // Everything but the pointer is immutable and named by its content, so it is
 // written first and never overwritten with anything different; the pointer
@@ -22,6 +23,7 @@ import { isSha256, sha256Hex } from './sha256.js';
 export const PUBLICATION_FORMAT = 1;
 export const POINTER_KEY = 'current.json';
 export const BLOB_PREFIX = 'blobs/';
+export const HISTORY_PREFIX = 'publications/';
 
 /** Largest pointer a reader accepts (a few hundred bytes per scope). */
 export const MAX_POINTER_BYTES = 4 * 1024 * 1024;
@@ -60,6 +62,21 @@ export function indexKey(scope: ScopeName, version: string): string {
 
 export function directoryKey(sha256: string): string {
   return `directories/${sha256}.json`;
+}
+
+/**
+ * Where a copy of `pointer` is kept in the history: its publication time
+ * (compact, so keys sort by time) and the sha256 of its bytes. Written
+ * before the pointer, so every pointer ever current is in the history.
+ */
+export function historyKey(pointer: Pointer): string {
+  const time = pointer.publishedAt.replace(/[-:]/g, '');
+  return `${HISTORY_PREFIX}${time}-${sha256Hex(serializePointer(pointer))}.json`;
+}
+
+/** The blobs, indexes and directory.json one publication names, as keys: what gc keeps. */
+export function pointerKeys(pointer: Pointer): string[] {
+  return [directoryKey(pointer.directory), ...Object.entries(pointer.scopes).map(([scope, version]) => indexKey(scope, version))];
 }
 
 /** A malformed publication object: `key` says which. Refused whole by readers. */

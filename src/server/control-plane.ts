@@ -35,6 +35,8 @@ import { openSessionState } from './state/open-session-state.js';
 import type { PersistedState, StateChange } from './state/file/session-registry.js';
 import type { SessionState } from './state/session-state.js';
 import type { StateStore } from './state/file/state-file.js';
+import { BucketPackStore } from '../store/publication/bucket-pack-store.js';
+import { PgReplicaHeartbeat } from './state/postgres/pg-replica-heartbeat.js';
 
 /** Replaceable parts, for tests that wrap the real ones (count calls, inject faults). */
 export interface ControlPlaneDeps {
@@ -99,13 +101,23 @@ export async function createControlPlaneServer(input: ControlPlaneOptions, deps:
         metrics.inc(M.packScans, { kind, result });
       }
     },
-    // Waiting plan long-polls recompute only when something changed.
-    changed: () => wakeups.allChanged(),
+    // Waiting plan long-polls recompute only when something changed; gc hears of a new publication at once.
+    changed: () => {
+      wakeups.allChanged();
+      void heartbeat?.beat();
+    },
     metrics,
   };
+  let heartbeat: PgReplicaHeartbeat | null = null;
   const source = await openPackSource(options, deps, hooks);
   const { store, directory, watch } = source;
   const opened = await openSessionState(options, deps.stateStore, () => metrics.inc(M.stateRoundTrips, {}));
+  // Replicas of a publication record which ones they serve, for `knowledgefs gc` (after the state migrated).
+  if (store instanceof BucketPackStore && options.stateUrl !== undefined) {
+    const bucket = store;
+    heartbeat = new PgReplicaHeartbeat({ url: options.stateUrl, served: () => bucket.servedPointers, log: options.log, intervalMs: Math.max(options.stateHeartbeatMs, 1_000) });
+    await heartbeat.start();
+  }
   const sessions = deps.wrapSessions ? deps.wrapSessions(opened) : opened;
   let membership =
     deps.membership ??
@@ -181,6 +193,7 @@ export async function createControlPlaneServer(input: ControlPlaneOptions, deps:
       clearTimeout(force);
       await scanEnded;
       unfollow();
+      await heartbeat?.close();
       await sessions.close();
       await audit.close();
     },

@@ -103,7 +103,7 @@ export function registerServe(program: Command, ctx: CliContext, result: Command
     .option('--store <s3-url>', 'serve the publication at s3://BUCKET/PREFIX (see `knowledgefs publish`) instead of --data; needs --state and --audit-log')
     .option('--listen <host:port>', 'address to listen on (port 0 picks a free port)', '127.0.0.1:7420')
     .option('--state <file|url>', `session state: a file (default DATA/.knowledgefs/state.json), or postgres://USER@HOST:PORT/DB to share it between replicas (else $${STATE_URL_ENV}; no password here: use $${STATE_URL_ENV}, $PGPASSWORD or ~/.pgpass)`)
-    .addOption(parsedOption('--state-heartbeat <duration>', 'with PostgreSQL state: heartbeat of the notification connection; a revoked session is refused by every replica within twice this', parseDuration, DEFAULTS.stateHeartbeatMs, formatDurationFlag(DEFAULTS.stateHeartbeatMs)))
+    .addOption(parsedOption('--state-heartbeat <duration>', 'with PostgreSQL state: heartbeat of the notification connection; a revoked session is refused by every replica within twice this (with --store, also of the publications served, which gc keeps)', parseDuration, DEFAULTS.stateHeartbeatMs, formatDurationFlag(DEFAULTS.stateHeartbeatMs)))
     .option('--admin-token-file <file>', `admin token file (else $${ADMIN_TOKEN_ENV}, else generated into DATA/.knowledgefs/admin-token)`)
     .option('--membership-url <url>', 'external membership service: GET <url>/users/<user>/teams (default: directory.json)')
     .addOption(parsedOption('--membership-timeout <duration>', 'timeout of one membership request', parseDuration, DEFAULTS.membershipTimeoutMs, formatDurationFlag(DEFAULTS.membershipTimeoutMs)))

@@ -37,6 +37,29 @@ export interface ObjectStore {
   close(): Promise<void>;
 }
 
+/** One entry of a listing with what `gc` needs to decide about it. */
+export interface ListedObject {
+  /** Relative to the store's prefix. */
+  readonly key: string;
+  readonly size: number;
+  /** The store's LastModified, in ms since the epoch. */
+  readonly lastModified: number;
+}
+
+/** What `gc` needs beyond reading: listing with sizes and ages, and deleting (only gc deletes). */
+export interface SweepableStore extends ObjectStore {
+  listObjects(prefix: string): AsyncIterable<ListedObject>;
+  /** Deletes up to 1 000 keys in one request; keys that do not exist are not an error. */
+  deleteMany(keys: readonly string[]): Promise<void>;
+  /** The object's LastModified (ms since the epoch, one HEAD), null when there is none. */
+  lastModified(key: string): Promise<number | null>;
+}
+
+export function isSweepable(store: ObjectStore): store is SweepableStore {
+  const s = store as Partial<SweepableStore>;
+  return typeof s.listObjects === 'function' && typeof s.deleteMany === 'function' && typeof s.lastModified === 'function';
+}
+
 export type ObjectStoreFailure = 'unreachable' | 'timeout' | 'status' | 'too_large' | 'garbage';
 
 export class ObjectStoreError extends KnowledgeError {

@@ -1,6 +1,7 @@
 // ObjectStore over the S3 protocol: undici for HTTP, aws4 for Signature V4,
-// path-style addressing (endpoint/BUCKET/KEY), four operations: GET (with
-// If-None-Match), PUT, HEAD and ListObjectsV2. No retries here: the
+// path-style addressing (endpoint/BUCKET/KEY), GET (with If-None-Match),
+// PUT, HEAD and ListObjectsV2, and for `gc` the listing with sizes and ages
+// and DeleteObjects. No retries here: the
 // publication poller, the daemon and `publish` each retry in their own way.
 //
 // Every request has a deadline (`timeoutMs`, from sending to the last body
@@ -9,14 +10,17 @@
 // signing, never put into a message.
 
 import aws4 from 'aws4';
+import { createHash } from 'node:crypto';
 import { Agent, request, type Dispatcher } from 'undici';
-import { ObjectStoreError, type GetOptions, type ObjectStore, type StoredObject } from './object-store.js';
+import { ObjectStoreError, type GetOptions, type ListedObject, type ObjectStore, type StoredObject, type SweepableStore } from './object-store.js';
 import { formatStoreUrl, type S3Config } from './store-config.js';
 
 /** Cap of one ListObjectsV2 page (1 000 keys of at most 1 KiB each, plus markup). */
 const LIST_PAGE_MAX_BYTES = 4 * 1024 * 1024;
 /** Cap of an error answer we read to quote its S3 error code. */
 const ERROR_BODY_MAX_BYTES = 64 * 1024;
+/** Keys one DeleteObjects request may name (S3's limit). */
+export const MAX_DELETE_KEYS = 1_000;
 
 /** Drops a body we will not read, without an unhandled 'error' from the abort. */
 function discard(body: Dispatcher.ResponseData['body']): void {
@@ -40,12 +44,16 @@ function decodeXml(text: string): string {
   });
 }
 
+function escapeXml(text: string): string {
+  return text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+}
+
 function xmlField(xml: string, name: string): string | undefined {
   const m = new RegExp(`<${name}>([^<]*)</${name}>`).exec(xml);
   return m === null ? undefined : decodeXml(m[1] as string);
 }
 
-export class S3ObjectStore implements ObjectStore {
+export class S3ObjectStore implements ObjectStore, SweepableStore {
   readonly description: string;
   private readonly dispatcher: Dispatcher;
   private readonly host: string;
@@ -76,7 +84,7 @@ export class S3ObjectStore implements ObjectStore {
   }
 
   private async send(
-    method: 'GET' | 'PUT' | 'HEAD',
+    method: 'GET' | 'PUT' | 'HEAD' | 'POST',
     path: string,
     what: string,
     options: { headers?: Record<string, string>; body?: Buffer } = {},
@@ -193,7 +201,23 @@ export class S3ObjectStore implements ObjectStore {
     throw new ObjectStoreError('status', `HEAD ${what}: ${this.config.endpoint} answered HTTP ${res.status}`);
   }
 
+  async lastModified(key: string): Promise<number | null> {
+    const what = this.where(key);
+    const res = await this.send('HEAD', this.objectPath(key), what);
+    await res.body.dump();
+    if (res.status === 404) return null;
+    if (res.status !== 200) throw new ObjectStoreError('status', `HEAD ${what}: ${this.config.endpoint} answered HTTP ${res.status}`);
+    const header = res.headers['last-modified'];
+    const at = typeof header === 'string' ? Date.parse(header) : NaN;
+    if (!Number.isFinite(at)) throw new ObjectStoreError('garbage', `HEAD ${what}: ${this.config.endpoint} answered without a valid Last-Modified`);
+    return at;
+  }
+
   async *list(prefix: string): AsyncIterable<string> {
+    for await (const entry of this.listObjects(prefix)) yield entry.key;
+  }
+
+  async *listObjects(prefix: string): AsyncIterable<ListedObject> {
     const full = this.fullKey(prefix);
     const strip = this.config.prefix === '' ? 0 : this.config.prefix.length + 1;
     const what = `${this.where(prefix)}*`;
@@ -207,14 +231,40 @@ export class S3ObjectStore implements ObjectStore {
       if (res.status !== 200) throw await this.statusError(res, 'LIST', what);
       const xml = (await this.readBody(res.body, LIST_PAGE_MAX_BYTES, res.headers['content-length'], what, 'LIST')).toString('utf8');
       if (!xml.includes('<ListBucketResult')) throw new ObjectStoreError('garbage', `LIST ${what}: ${this.config.endpoint} answered something that is not a ListObjectsV2 result`);
-      for (const m of xml.matchAll(/<Key>([^<]*)<\/Key>/g)) {
-        const key = decodeXml(m[1] as string);
-        if (key.startsWith(full)) yield key.slice(strip);
+      for (const m of xml.matchAll(/<Contents>([\s\S]*?)<\/Contents>/g)) {
+        const entry = m[1] as string;
+        const rawKey = xmlField(entry, 'Key');
+        if (rawKey === undefined || !rawKey.startsWith(full)) continue;
+        const size = Number(xmlField(entry, 'Size'));
+        const lastModified = Date.parse(xmlField(entry, 'LastModified') ?? '');
+        if (!Number.isSafeInteger(size) || size < 0 || !Number.isFinite(lastModified)) {
+          throw new ObjectStoreError('garbage', `LIST ${what}: an entry without a valid Size or LastModified (${rawKey.slice(0, 200)})`);
+        }
+        yield { key: rawKey.slice(strip), size, lastModified };
       }
       const truncated = xmlField(xml, 'IsTruncated') === 'true';
       token = truncated ? xmlField(xml, 'NextContinuationToken') : undefined;
       if (truncated && token === undefined) throw new ObjectStoreError('garbage', `LIST ${what}: truncated answer without a continuation token`);
     } while (token !== undefined);
+  }
+
+  async deleteMany(keys: readonly string[]): Promise<void> {
+    if (keys.length === 0) return;
+    if (keys.length > MAX_DELETE_KEYS) throw new ObjectStoreError('too_large', `DELETE: ${keys.length} keys in one request, at most ${MAX_DELETE_KEYS}`);
+    const what = `${this.where(keys[0] as string)} and ${keys.length - 1} more`;
+    const objects = keys.map((key) => `<Object><Key>${escapeXml(this.fullKey(key))}</Key></Object>`).join('');
+    const body = Buffer.from(`<?xml version="1.0" encoding="UTF-8"?><Delete><Quiet>true</Quiet>${objects}</Delete>`, 'utf8');
+    // S3 requires a Content-MD5 of a DeleteObjects body.
+    const md5 = createHash('md5').update(body).digest('base64');
+    const res = await this.send('POST', `${this.root}?delete=`, what, { headers: { 'content-type': 'application/xml', 'content-md5': md5 }, body });
+    if (res.status !== 200) throw await this.statusError(res, 'DELETE', what);
+    const xml = (await this.readBody(res.body, LIST_PAGE_MAX_BYTES, res.headers['content-length'], what, 'DELETE')).toString('utf8');
+    // A 200 can still report per-key failures.
+    const failed = /<Error>([\s\S]*?)<\/Error>/.exec(xml);
+    if (failed !== null) {
+      const entry = failed[1] as string;
+      throw new ObjectStoreError('status', `DELETE ${this.where(xmlField(entry, 'Key') ?? '?')}: ${this.config.endpoint} refused it (${xmlField(entry, 'Code') ?? 'no code'})`);
+    }
   }
 
   async close(): Promise<void> {

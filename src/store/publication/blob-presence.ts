@@ -5,7 +5,7 @@
 
 import { BLOB_PREFIX, blobKey } from '../../core/publication.js';
 import { isSha256 } from '../../core/sha256.js';
-import type { ObjectStore } from '../objects/object-store.js';
+import type { ObjectStore, SweepableStore } from '../objects/object-store.js';
 
 /** Above this many blobs to ask about, one listing of blobs/ beats a HEAD each. */
 export const HEAD_AT_MOST = 256;
@@ -49,4 +49,32 @@ export async function presentBlobs(
     if (isSha256(sha) && want.has(sha)) present.add(sha);
   }
   return present;
+}
+
+/**
+ * The subset of `wanted` the store holds that was written at `since` or
+ * later: what `publish` may reuse without uploading it again. An older blob
+ * no publication names may be one `gc` is deleting right now; uploading it
+ * again makes it young, and gc keeps what is younger than its grace.
+ */
+export async function recentBlobs(
+  store: SweepableStore,
+  wanted: readonly string[],
+  since: number,
+  lastModified: (key: string) => Promise<number | null> = (key) => store.lastModified(key),
+): Promise<Set<string>> {
+  const recent = new Set<string>();
+  if (wanted.length <= HEAD_AT_MOST) {
+    await eachLimited(wanted, PARALLEL, async (sha) => {
+      const at = await lastModified(blobKey(sha));
+      if (at !== null && at >= since) recent.add(sha);
+    });
+    return recent;
+  }
+  const want = new Set(wanted);
+  for await (const entry of store.listObjects(BLOB_PREFIX)) {
+    const sha = entry.key.slice(BLOB_PREFIX.length);
+    if (isSha256(sha) && want.has(sha) && entry.lastModified >= since) recent.add(sha);
+  }
+  return recent;
 }

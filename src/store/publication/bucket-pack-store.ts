@@ -145,6 +145,11 @@ export class BucketPackStore implements PackStore {
     return this.current?.pointer ?? null;
   }
 
+  /** Every publication served now: the current one, then the previous one opens may still name. */
+  get servedPointers(): Pointer[] {
+    return [this.current, this.previous].flatMap((p) => (p === null ? [] : [p.pointer]));
+  }
+
   /** directory.json of the publication being served. */
   get directory(): Directory {
     if (this.current === null) throw new KnowledgeError('unavailable', `${this.options.store.description}: no publication loaded yet`);

@@ -11,7 +11,8 @@
 //
 // Which blobs are present: those named by the previous publication's
 // indexes are taken as present (its readers need them); others are asked
-// about (blob-presence.ts).
+// about (blob-presence.ts), and reused only when written within the last
+// hour: an older one nothing names may be one `gc` is deleting.
 
 import { stat } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -24,6 +25,7 @@ import {
   PublicationError,
   blobKey,
   directoryKey,
+  historyKey,
   indexKey,
   parseIndex,
   parsePointer,
@@ -37,10 +39,16 @@ import { sha256Hex } from '../../core/sha256.js';
 import type { ScopeName } from '../../core/scope.js';
 import { DirPackStore, scopeDir } from '../data-dir/dir-pack-store.js';
 import { readDirectoryFile } from '../data-dir/directory.js';
-import { eachLimited, presentBlobs } from './blob-presence.js';
-import { isObjectStoreError, type ObjectStore } from '../objects/object-store.js';
+import { eachLimited, presentBlobs, recentBlobs } from './blob-presence.js';
+import { isObjectStoreError, isSweepable, type ObjectStore } from '../objects/object-store.js';
 
 const ATTEMPTS = 3;
+/**
+ * A stored blob no publication names is reused only when written within
+ * this long; older ones are uploaded again (gc may be deleting them: see
+ * recentBlobs). gc's grace must exceed it plus the longest publish.
+ */
+export const REUSE_YOUNGER_THAN_MS = 3_600_000;
 
 export interface PublishProgress {
   readonly blobsDone: number;
@@ -164,7 +172,10 @@ export async function publish(options: PublishOptions): Promise<PublishResult> {
   const sources = new Map<string, { scope: ScopeName; file: PlanFile }>();
   for (const s of snapshots) for (const file of s.files) if (!sources.has(file.sha256)) sources.set(file.sha256, { scope: s.scope, file });
   const unknown = [...sources.keys()].filter((sha) => !known.has(sha));
-  const present = await presentBlobs(store, unknown, (key) => withRetry(() => store.has(key)));
+  const now = options.now ?? Date.now;
+  const present = isSweepable(store)
+    ? await recentBlobs(store, unknown, Date.now() - REUSE_YOUNGER_THAN_MS, (key) => withRetry(() => store.lastModified(key)))
+    : await presentBlobs(store, unknown, (key) => withRetry(() => store.has(key)));
   const missing = unknown.filter((sha) => !present.has(sha)).map((sha) => sources.get(sha) as { scope: ScopeName; file: PlanFile });
 
   const progress: PublishProgress & { blobsDone: number; bytesDone: number } = {
@@ -212,10 +223,13 @@ export async function publish(options: PublishOptions): Promise<PublishResult> {
     directories++;
   }
 
-  const now = options.now ?? Date.now;
   let pointer = pointerFor(directorySha, snapshots, new Date(now()).toISOString());
   const changed = previous === null || !samePublication(previous, pointer);
-  if (changed) await withRetry(() => store.put(POINTER_KEY, serializePointer(pointer), 'application/json'));
+  if (changed) {
+    // The history copy first: every pointer that was ever current is in the history gc reads.
+    await withRetry(() => store.put(historyKey(pointer), serializePointer(pointer), 'application/json'));
+    await withRetry(() => store.put(POINTER_KEY, serializePointer(pointer), 'application/json'));
+  }
   else pointer = previous;
 
   const scopes: ScopeChange[] = [];
