@@ -36,14 +36,14 @@ const BUCKET = 'bench';
 const PREFIX = 'kfs';
 const dist = pathToFileURL(join(REPO, 'dist')).href;
 const { serializeIndex, serializePointer, pointerFor, blobKey, indexKey, directoryKey, historyKey, POINTER_KEY } = await import(`${dist}/core/publication.js`);
-const { scopeVersion } = await import(`${dist}/core/plan.js`);
-const { S3ObjectStore } = await import(`${dist}/store/s3-object-store.js`);
-const { resolveS3Config } = await import(`${dist}/store/store-config.js`);
+const { scopeVersion } = await import(`${dist}/core/session/plan.js`);
+const { S3ObjectStore } = await import(`${dist}/store/objects/s3-object-store.js`);
+const { resolveS3Config } = await import(`${dist}/store/objects/store-config.js`);
 
 const sha = (b) => createHash('sha256').update(b).digest('hex');
 
 if (MEMORY) {
-  const { collectGarbage } = await import(`${dist}/store/gc.js`);
+  const { collectGarbage } = await import(`${dist}/store/gc/gc.js`);
   const old = Date.now() - 48 * 3_600_000;
   const objects = new Map();
   const put = (key, body) => objects.set(key, { body, lastModified: old });
