@@ -13,7 +13,8 @@ import { ContentCache } from '../src/daemon/content/content-cache.js';
 import { ContentFetcher } from '../src/daemon/content/fetcher.js';
 import { KnowledgeFilesystem } from '../src/daemon/filesystem.js';
 import { GrantCache } from '../src/daemon/content/grant-cache.js';
-import { NATIVE_CACHE_SEC, NativeFuseSession, type NativeAddon } from '../src/daemon/fuse/native-fuse-adapter.js';
+import type { NativeAddon } from '../src/daemon/fuse/native-addon-api.js';
+import { NATIVE_CACHE_SEC, NativeFuseSession } from '../src/daemon/fuse/native-fuse-adapter.js';
 import { FakeControlClient } from './helpers/fake-control-client.js';
 
 const E = constants.errno;

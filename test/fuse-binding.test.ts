@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chooseFuseBinding, describeBinding, parseFuseBinding } from '../src/daemon/fuse/fuse-binding.js';
 import { ADDON_FILE, localBuildPath, resolveNativeAddon, type AddonPlace } from '../src/daemon/fuse/native-addon.js';
-import { loadNativeAddon } from '../src/daemon/fuse/native-fuse-adapter.js';
+import { loadNativeAddon } from '../src/daemon/fuse/native-addon-api.js';
 import { REPO_ROOT } from './helpers/mount.js';
 
 function nativeLoads(): boolean {

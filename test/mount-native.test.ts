@@ -18,7 +18,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { startControlPlane, type TestControlPlane } from './helpers/control-plane.js';
 import { makeDataDir, removeDataDir, removeDataFile, writeDataFile, writeDirectory, type DataDirSpec } from './helpers/data-dir.js';
 import { fuseSuite, isMounted, run, startMount, suiteNeeding, waitFor, type MountHandle } from './helpers/mount.js';
-import { loadNativeAddon } from '../src/daemon/fuse/native-fuse-adapter.js';
+import { loadNativeAddon } from '../src/daemon/fuse/native-addon-api.js';
 
 const NATIVE = ['--fuse-binding', 'native', '--sync-interval', '300ms', '--grant-ttl', '500ms'];
 const BOUND = 20_000; // generous: scan + sync interval on a busy machine; no kernel timeout is involved

@@ -16,6 +16,7 @@ import type { KnowledgeFilesystem } from '../filesystem.js';
 import * as fuseNative from './fuse-adapter.js';
 import type { FuseMount } from './fuse-adapter.js';
 import { fuseFdNeedsNative } from './handed-mount.js';
+import { loadNativeAddonWithOrigin } from './native-addon-api.js';
 import * as native from './native-fuse-adapter.js';
 
 export const FUSE_BINDINGS = ['auto', 'native', 'fuse-native'] as const;
@@ -55,7 +56,7 @@ export const describeBinding = (c: ChosenBinding): string => `${c.binding} (${c.
 export function chooseFuseBinding(choice: FuseBindingChoice): ChosenBinding {
   if (choice === 'fuse-native') return { binding: 'fuse-native', why: 'as asked' };
   try {
-    return { binding: 'native', why: native.loadNativeAddonWithOrigin().origin };
+    return { binding: 'native', why: loadNativeAddonWithOrigin().origin };
   } catch (err) {
     if (choice === 'native') throw err;
     return { binding: 'fuse-native', why: `auto: ${err instanceof Error ? err.message : String(err)}` };

@@ -37,79 +37,12 @@ import { treeChanges } from '../../core/tree/tree-changes.js';
 import { parentPath, ROOT_INO, type DirNode, type NodeStat, type Tree, type TreeNode } from '../../core/tree/tree.js';
 import { ErrnoMapper } from './errno.js';
 import type { KnowledgeFilesystem } from '../filesystem.js';
-import { addonProblem, resolveNativeAddon, thisMachine } from './native-addon.js';
+import { OP, OP_KINDS, loadNativeAddon, type NativeAddon } from './native-addon-api.js';
 import type { FuseMount, FuseMountOptions } from './fuse-adapter.js';
 import { devFdPath } from './handed-mount.js';
 import { mountEntry } from './stale-mount.js';
 
 const E = constants.errno;
-
-/** Request kinds, as native/knowledgefs_fuse.c numbers them. */
-const OP = {
-  lookup: 1,
-  forget: 2,
-  getattr: 3,
-  open: 4,
-  read: 5,
-  release: 6,
-  opendir: 7,
-  readdir: 8,
-  releasedir: 9,
-  statfs: 10,
-  access: 11,
-  ended: 12,
-} as const;
-
-/** The metric name of each request kind (fuse-op-meter.ts). */
-const OP_KINDS: Readonly<Partial<Record<number, FuseOp>>> = {
-  [OP.lookup]: 'lookup',
-  [OP.getattr]: 'getattr',
-  [OP.open]: 'open',
-  [OP.read]: 'read',
-  [OP.release]: 'release',
-  [OP.opendir]: 'opendir',
-  [OP.readdir]: 'readdir',
-  [OP.releasedir]: 'releasedir',
-  [OP.statfs]: 'statfs',
-  [OP.access]: 'access',
-};
-
-type Handler = (op: number, req: number, ino: number, fh: number, a: number, b: number, extra: string | Float64Array | undefined) => void;
-
-export interface NativeAddon {
-  mount(mountpoint: string, options: string, handler: Handler): void;
-  unmount(): void;
-  unref(): void;
-  replyErr(req: number, errno: number): void;
-  replyEntry(req: number, ino: number, mode: number, size: number, mtimeMs: number, nlink: number, uid: number, gid: number, attrTimeout: number, entryTimeout: number): void;
-  replyAttr(req: number, ino: number, mode: number, size: number, mtimeMs: number, nlink: number, uid: number, gid: number, attrTimeout: number): void;
-  replyOpen(req: number, fh: number, keepCache: boolean, cacheDir: boolean): void;
-  replyBuf(req: number, data: Buffer): void;
-  replyDir(req: number, size: number, firstOffset: number, names: string[], inos: number[], modes: number[]): number;
-  replyStatfs(req: number, blocks: number, files: number): void;
-  invalEntry(parentIno: number, name: string): void;
-  invalInode(ino: number): void;
-}
-
-let addon: { readonly addon: NativeAddon; readonly origin: string } | undefined;
-
-/**
- * Loads the addon (native-addon.ts: built here, prebuilt, or built from
- * source now) and says where it came from; a KnowledgeError says why it
- * can't (no prebuilt fits and no compiler, libfuse3 missing).
- */
-export function loadNativeAddonWithOrigin(): { readonly addon: NativeAddon; readonly origin: string } {
-  if (addon === undefined) {
-    const found = resolveNativeAddon<NativeAddon>(thisMachine(), true);
-    if (!found.ok) throw new KnowledgeError('config', addonProblem(found.reasons));
-    addon = { addon: found.addon, origin: found.origin };
-  }
-  return addon;
-}
-
-export function loadNativeAddon(): NativeAddon {
-  return loadNativeAddonWithOrigin().addon;
-}
 
 /** A node id per version: each version has its own page cache (fuse-binding.ts, changed-files.ts). */
 export const VERSIONS_SHARE_PAGE_CACHE = false;
