@@ -29,10 +29,7 @@
 
 import { constants } from 'node:os';
 import { performance } from 'node:perf_hooks';
-import { createRequire } from 'node:module';
-import { fileURLToPath } from 'node:url';
 import { KnowledgeError } from '../../core/errors.js';
-import type { FuseOp } from '../../core/metrics.js';
 import { treeChanges } from '../../core/tree/tree-changes.js';
 import { parentPath, ROOT_INO, type DirNode, type NodeStat, type Tree, type TreeNode } from '../../core/tree/tree.js';
 import { ErrnoMapper } from './errno.js';

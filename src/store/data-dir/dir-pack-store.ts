@@ -27,66 +27,23 @@ import { open, readFile, realpath } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { escapeForLog } from '../../core/text/escape-for-log.js';
 import { MAX_PATH_BYTES, packPathProblem, segmentProblem } from '../../core/paths.js';
-import { snapshotScope, type PlanFile, type ScopeSnapshot } from '../../core/session/plan.js';
-import { ACCOUNT_SCOPE, compareScopes, isValidTeamId, parseScope, teamScope, type ScopeName } from '../../core/scope.js';
+import type { PlanFile, ScopeSnapshot } from '../../core/session/plan.js';
+import { ACCOUNT_SCOPE, compareScopes, isValidTeamId, teamScope, type ScopeName } from '../../core/scope.js';
 import type { PackFile, PackStore } from '../pack-store.js';
 import { createSlicer, fingerprint, sameFingerprint, type Fingerprint, type Slicer } from './scan-slices.js';
-
-export interface DirPackStoreOptions {
-  readonly maxFileSize: number;
-  readonly log: (line: string) => void;
-  readonly observer?: ScanObserver;
-}
-
-/** Follows which directories the scans walk (to watch them). */
-export interface ScanObserver {
-  /** `dir` is about to be listed; `scope` null for DATA/ and DATA/teams/ (the layout of packs). */
-  listing(dir: string, scope: ScopeName | null): void;
-  /** A scan of the directories `within` of `scope` (and below) listed exactly `dirs`. */
-  packScanned(scope: ScopeName, dirs: ReadonlySet<string>, within: readonly string[]): void;
-  /** The packs that exist after a scan. */
-  packsPresent(scopes: ReadonlySet<ScopeName>): void;
-}
-
-/** A file of the current snapshot with the stat it was hashed at (null: unknown, re-hash next scan). */
-interface IndexEntry {
-  readonly file: PlanFile;
-  readonly fp: Fingerprint | null;
-}
-
-interface ScopeIndex {
-  readonly snapshot: ScopeSnapshot;
-  readonly byPath: ReadonlyMap<string, IndexEntry>;
-}
-
-/** A listed entry: a directory to walk, a servable file's stat, or skipped. */
-type SeenEntry = 'dir' | 'skip' | Stats;
-
-/** Files up to this size are hashed synchronously inside a slice. */
-const SYNC_HASH_BYTES = 256 * 1024;
-const MAX_LOGGED = 100_000;
-const utf8 = new TextDecoder('utf-8', { fatal: true });
-
-function indexOf(scope: ScopeName, entries: IndexEntry[]): ScopeIndex {
-  const snapshot = snapshotScope(scope, entries.map((e) => e.file));
-  return { snapshot, byPath: new Map(entries.map((e) => [e.file.path, e])) };
-}
-
-/** The given directories without those inside another of them ('' = the pack, contains all). */
-function outermost(rels: readonly string[]): string[] {
-  const sorted = [...new Set(rels)].sort();
-  const out: string[] = [];
-  for (const r of sorted) {
-    if (!out.some((o) => o === '' || r.startsWith(`${o}/`))) out.push(r);
-  }
-  return out;
-}
-
-export function scopeDir(root: string, scope: ScopeName): string | null {
-  const parsed = parseScope(scope);
-  if (parsed === null) return null;
-  return parsed.kind === 'account' ? join(root, 'account') : join(root, 'teams', parsed.teamId);
-}
+import {
+  type DirPackStoreOptions,
+  type IndexEntry,
+  type ScopeIndex,
+  type SeenEntry,
+  SYNC_HASH_BYTES,
+  MAX_LOGGED,
+  utf8,
+  indexOf,
+  outermost,
+  scopeDir,
+} from './dir-pack-index.js';
+export { scopeDir, type DirPackStoreOptions, type ScanObserver } from './dir-pack-index.js';
 
 export class DirPackStore implements PackStore {
   private indexes = new Map<ScopeName, ScopeIndex>();
