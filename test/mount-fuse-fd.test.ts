@@ -14,6 +14,10 @@ import { dropPrivilegesArgs, kernelMountOptions } from '../src/daemon/mount-help
 import { resolveRunAsUser } from '../src/daemon/run-as-user.js';
 import { BIN } from './helpers/mount.js';
 
+// --fuse-fd exists on the native binding only: these daemons mount with it even in
+// the run of the suite on fuse-native (npm run test:fuse-native sets this to fuse-native).
+process.env.KNOWLEDGEFS_FUSE_BINDING = 'native';
+
 let scratch: string;
 beforeAll(async () => {
   scratch = await mkdtemp(join(tmpdir(), 'kfs-fuse-fd-'));

@@ -14,6 +14,10 @@ import { makeDataDir, removeDataDir, writeDataFile } from './helpers/data-dir.js
 import { BIN, fuseSuite, isMounted, REPO_ROOT, run, startMount, waitFor, type MountHandle } from './helpers/mount.js';
 import { runAs, testUser, usersSuite, type TestUser } from './helpers/test-users.js';
 
+// --fuse-fd exists on the native binding only: these daemons mount with it even in
+// the run of the suite on fuse-native (npm run test:fuse-native sets this to fuse-native).
+process.env.KNOWLEDGEFS_FUSE_BINDING = 'native';
+
 const EMPTY_CAPS = '0000000000000000';
 
 usersSuite('an unprivileged mount daemon (mount-helper + --fuse-fd)', () => {
