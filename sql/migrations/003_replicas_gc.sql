@@ -1,5 +1,6 @@
--- Additive: two new tables, nothing existing changes (a replica of the
--- previous release keeps working against this schema).
+-- Additive: two new tables, nothing existing changes (replicas of the
+-- previous release that are already running keep working against it; one
+-- starting afresh refuses a schema newer than it knows, docs/OPERATIONS.md).
 --
 -- The publications replicas serve, for `knowledgefs gc`: each `serve --store`
 -- replica upserts one row per publication it serves (its current one and
