@@ -101,10 +101,13 @@ describe('gc with replicas', () => {
     await publishTo(s3, prefix, dir);
     await writeDataFile(dir, 'teams/payments/db.md', 'db v3\n');
     await publishTo(s3, prefix, dir);
+    const published = Date.now();
     await waitFor(() => /refusing the publication/.test(stuck.stderr), 10_000);
     const p1Keys = [blob('db v1\n'), indexKey('team_payments', p1.scopes['team_payments'] as string)];
-    // Older than a grace of 3 s, which still covers the replica's heartbeat (every second).
-    await sleep(2_500);
+    // p2 and its objects must be older than the grace of 3 s, counted from the
+    // last publish (the refusal may come at once); the replica's heartbeat
+    // (--state-heartbeat, every 200 ms) keeps p1 inside it.
+    await sleep(Math.max(0, published + 3_500 - Date.now()));
     const kept = await gc(['--store', `s3://${s3.bucket}/${prefix}`, '--keep', '1', '--grace', '3s', '--delete']);
     expect(kept.code, kept.stderr).toBe(0);
     expect(kept.stdout).toMatch(/ served\n/);
@@ -118,7 +121,8 @@ describe('gc with replicas', () => {
     expect(await read.json()).toMatchObject({ sha256: sha256Hex(Buffer.from('db v1\n')) });
 
     await stuck.kill('SIGTERM');
-    await sleep(2_500);
+    // Its last heartbeat, at most 200 ms before it exited, falls out of the 3 s grace.
+    await sleep(3_500);
     const gone = await gc(['--store', `s3://${s3.bucket}/${prefix}`, '--keep', '1', '--grace', '3s', '--delete']);
     expect(gone.code, gone.stderr).toBe(0);
     expect(gone.stdout).not.toMatch(/ served\n/);
