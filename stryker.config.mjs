@@ -1,0 +1,18 @@
+// StrykerJS over the parts whose tests run in-process. Run it through
+// `npm run test:stryker -- FOLDER` (scripts/stryker.mjs), which picks the
+// folder and the Node line Stryker needs.
+const folder = process.env.KNOWLEDGEFS_STRYKER_FOLDER ?? 'core';
+
+/** @type {import('@stryker-mutator/api/core').PartialStrykerOptions} */
+export default {
+  testRunner: 'vitest',
+  vitest: { configFile: 'test/stryker/vitest.config.ts', related: false },
+  coverageAnalysis: 'perTest',
+  mutate: [`src/${folder}/**/*.ts`],
+  concurrency: 1,
+  reporters: ['clear-text', 'progress', 'json'],
+  jsonReporter: { fileName: `reports/mutation/${folder}.json` },
+  tempDirName: '.stryker-tmp',
+  cleanTempDir: 'always',
+  thresholds: { high: 90, low: 80, break: null },
+};
