@@ -1,7 +1,7 @@
 -- knowledgefs-migration: expand
 -- Additive: two new tables, nothing existing changes, so replicas of the
 -- previous release keep working against it and start beside it (they do not
--- report what they serve: docs/OPERATIONS.md#scale-out).
+-- report what they serve: docs/OPERATIONS.md#rolling-upgrades-and-migrations).
 --
 -- The publications replicas serve, for `knowledgefs gc`: each `serve --store`
 -- replica upserts one row per publication it serves (its current one and

@@ -185,6 +185,12 @@ describe('migrations, expand and contract', () => {
     expect((await fetch(`${cp.url}/v1/session`, { headers: auth(s.token) })).status).toBe(200);
   });
 
+  it('--migrate-contract without PostgreSQL state is a configuration error naming what it needs', async () => {
+    await expect(startControlPlane({ dataDir: dir, adminToken: ADMIN, stateFile: `${dir}/.knowledgefs/contract-state.json`, migrateContract: true })).rejects.toThrow(
+      '--migrate-contract needs PostgreSQL session state (--state postgres://… or $KNOWLEDGEFS_STATE_URL)',
+    );
+  });
+
   it('a contract step this release knows waits for the operator on a database in use, and is recorded where older releases refuse it', async () => {
     await pgc.createDatabase('migrate_contract');
     const migrations = await loadMigrations();
