@@ -93,7 +93,7 @@ describe('migrations', () => {
       const applied = await Promise.all(clients.map(async (c) => (await migrate(c, migrations)).applied));
       // Exactly one replica applied the migrations; the others found them done.
       expect(applied.filter((a) => a.length > 0)).toEqual([migrations.map((m) => m.name)]);
-      expect(await migrate(clients[0] as pg.Client, migrations)).toEqual({ applied: [], moved: [], newerExpand: [], pendingContract: [] });
+      expect(await migrate(clients[0] as pg.Client, migrations)).toEqual({ applied: [], contracted: [], moved: [], newerExpand: [], pendingContract: [] });
       // Contract steps (001 among them) where every release looks; expand steps where 0.1.0 does not count them.
       const versions = async (table: string) => (await pgc.sql<{ version: number }>(`SELECT version FROM ${table} ORDER BY version`, [], 'migrate_concurrent')).map((r) => r.version);
       expect(await versions(CONTRACT_TABLE)).toEqual(migrations.filter((m) => m.kind === 'contract').map((m) => m.version));
@@ -164,14 +164,14 @@ describe('migrations, expand and contract', () => {
       await pgc.sql(`INSERT INTO ${CONTRACT_TABLE} (version, name, applied_at) VALUES ($1, $2, $3)`, [m.version, m.name, `2026-11-0${m.version}T10:00:00Z`], 'migrate_moved');
     }
     const outcome = await connected('migrate_moved', (c) => migrate(c, migrations));
-    expect(outcome).toEqual({ applied: [], moved: ['002_audit.sql', '003_replicas_gc.sql'], newerExpand: [], pendingContract: [] });
+    expect(outcome).toEqual({ applied: [], contracted: [], moved: ['002_audit.sql', '003_replicas_gc.sql'], newerExpand: [], pendingContract: [] });
     const rows = (table: string) => pgc.sql<{ version: number; name: string; at: string }>(`SELECT version, name, to_char(applied_at AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS at FROM ${table} ORDER BY version`, [], 'migrate_moved');
     expect(await rows(CONTRACT_TABLE)).toEqual([{ version: 1, name: '001_sessions.sql', at: '2026-11-01' }]);
     expect(await rows(EXPAND_TABLE)).toEqual([
       { version: 2, name: '002_audit.sql', at: '2026-11-02' },
       { version: 3, name: '003_replicas_gc.sql', at: '2026-11-03' },
     ]);
-    expect(await connected('migrate_moved', (c) => migrate(c, migrations))).toEqual({ applied: [], moved: [], newerExpand: [], pendingContract: [] });
+    expect(await connected('migrate_moved', (c) => migrate(c, migrations))).toEqual({ applied: [], contracted: [], moved: [], newerExpand: [], pendingContract: [] });
   });
 
   it('an expand step newer than this release: the replica starts and says so in one line', async () => {
@@ -198,10 +198,10 @@ describe('migrations, expand and contract', () => {
     const probe = async () => (await pgc.sql<{ t: string | null }>("SELECT to_regclass('contract_probe')::text AS t", [], 'migrate_contract'))[0]?.t;
     await connected('migrate_contract', (c) => migrate(c, migrations));
     const waiting = await connected('migrate_contract', (c) => migrate(c, [...migrations, contract]));
-    expect(waiting).toEqual({ applied: [], moved: [], newerExpand: [], pendingContract: ['004_drop_probe.sql'] });
+    expect(waiting).toEqual({ applied: [], contracted: [], moved: [], newerExpand: [], pendingContract: ['004_drop_probe.sql'] });
     expect(await probe()).toBeNull();
     const allowed = await connected('migrate_contract', (c) => migrate(c, [...migrations, contract], { contract: true }));
-    expect(allowed.applied).toEqual(['004_drop_probe.sql']);
+    expect(allowed).toMatchObject({ applied: ['004_drop_probe.sql'], contracted: ['004_drop_probe.sql'], pendingContract: [] });
     expect(await probe()).toBe('contract_probe');
     const contracted = await pgc.sql<{ version: number }>(`SELECT version FROM ${CONTRACT_TABLE} ORDER BY version`, [], 'migrate_contract');
     expect(contracted.map((r) => r.version)).toEqual([1, 4]);

@@ -103,7 +103,7 @@ describe(`rolling upgrade from the previous release`, () => {
     const prev = await previousReplica('rolling');
     // The first replica of this release applies its expand steps and says so.
     const next = await currentReplica('rolling');
-    expect(next.logs).toContain('session state: applied migrations 002_audit.sql, 003_replicas_gc.sql');
+    expect(next.logs).toContain('session state: applied migrations 002_audit.sql (expand), 003_replicas_gc.sql (expand)');
     // A replica of the previous release restarting mid-rollout starts again.
     await prev.restart();
 

@@ -62,6 +62,8 @@ export interface MigrateOptions {
 export interface MigrationOutcome {
   /** Names applied now, in order. */
   readonly applied: readonly string[];
+  /** Those of them that were contract steps (older releases refuse the database now). */
+  readonly contracted: readonly string[];
   /** Expand steps an earlier build recorded in CONTRACT_TABLE, moved to EXPAND_TABLE now. */
   readonly moved: readonly string[];
   /** Expand steps a newer release applied: additive, so this one runs beside them. */
@@ -105,19 +107,11 @@ interface Recorded {
 export async function migrate(client: pg.ClientBase, migrations: readonly Migration[], opts: MigrateOptions = {}): Promise<MigrationOutcome> {
   await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK]);
   try {
-    for (const table of [CONTRACT_TABLE, EXPAND_TABLE]) {
-      await client.query(
-        `CREATE TABLE IF NOT EXISTS ${table} (
-           version integer PRIMARY KEY,
-           name text NOT NULL,
-           applied_at timestamptz NOT NULL DEFAULT now()
-         )`,
-      );
-    }
+    await createRecordTable(client, CONTRACT_TABLE);
     const byVersion = new Map(migrations.map((m) => [m.version, m]));
     const known = Math.max(0, ...migrations.map((m) => m.version));
-    const contracted = await recorded(client, CONTRACT_TABLE);
-    const unknown = contracted.filter((r) => !byVersion.has(r.version));
+    const contractRows = await recorded(client, CONTRACT_TABLE);
+    const unknown = contractRows.filter((r) => !byVersion.has(r.version));
     const newest = unknown.sort((a, b) => b.version - a.version)[0];
     if (newest !== undefined) {
       throw new KnowledgeError(
@@ -125,12 +119,14 @@ export async function migrate(client: pg.ClientBase, migrations: readonly Migrat
         `the session-state schema is at version ${newest.version}, newer than this knowledgefs knows (${known}): contract migration ${newest.name} changed what this release uses; upgrade knowledgefs on this replica`,
       );
     }
-    const moved = await moveExpandSteps(client, contracted.filter((r) => byVersion.get(r.version)?.kind === 'expand'));
+    await createRecordTable(client, EXPAND_TABLE);
+    const moved = await moveExpandSteps(client, contractRows.filter((r) => byVersion.get(r.version)?.kind === 'expand'));
     const expanded = await recorded(client, EXPAND_TABLE);
-    const done = new Set([...contracted, ...expanded].map((r) => r.version));
+    const done = new Set([...contractRows, ...expanded].map((r) => r.version));
     // No replica has used a fresh database yet, so no older release can be broken by a contract step.
     const fresh = done.size === 0;
     const applied: string[] = [];
+    const contractedNow: string[] = [];
     const pendingContract: string[] = [];
     for (const m of migrations) {
       if (done.has(m.version)) continue;
@@ -141,12 +137,23 @@ export async function migrate(client: pg.ClientBase, migrations: readonly Migrat
       await apply(client, m);
       done.add(m.version);
       applied.push(m.name);
+      if (m.kind === 'contract') contractedNow.push(m.name);
     }
     const newerExpand = expanded.filter((r) => !byVersion.has(r.version)).map((r) => r.name);
-    return { applied, moved, newerExpand, pendingContract };
+    return { applied, contracted: contractedNow, moved, newerExpand, pendingContract };
   } finally {
     await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK]).catch(() => undefined);
   }
+}
+
+async function createRecordTable(client: pg.ClientBase, table: string): Promise<void> {
+  await client.query(
+    `CREATE TABLE IF NOT EXISTS ${table} (
+       version integer PRIMARY KEY,
+       name text NOT NULL,
+       applied_at timestamptz NOT NULL DEFAULT now()
+     )`,
+  );
 }
 
 async function recorded(client: pg.ClientBase, table: string): Promise<Recorded[]> {
@@ -193,7 +200,10 @@ export function migrationLogLines(outcome: MigrationOutcome): string[] {
   if (outcome.moved.length > 0) {
     lines.push(`moved the record of expand migrations ${outcome.moved.join(', ')} from ${CONTRACT_TABLE} to ${EXPAND_TABLE} (replicas of 0.1.0 start beside them now)`);
   }
-  if (outcome.applied.length > 0) lines.push(`applied migrations ${outcome.applied.join(', ')}`);
+  if (outcome.applied.length > 0) {
+    const kinds = outcome.applied.map((name) => `${name} (${outcome.contracted.includes(name) ? 'contract' : 'expand'})`);
+    lines.push(`applied migrations ${kinds.join(', ')}`);
+  }
   if (outcome.newerExpand.length > 0) {
     lines.push(`the schema has expand migrations newer than this release (${outcome.newerExpand.join(', ')}): they only add what this release ignores; starting`);
   }
