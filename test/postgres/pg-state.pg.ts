@@ -10,7 +10,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
-import { CONTRACT_TABLE, EXPAND_TABLE, loadMigrations, migrate, type Migration } from '../../src/server/state/postgres/pg-migrations.js';
+import { CONTRACT_TABLE, EXPAND_TABLE, loadMigrations, migrate, migrationLogLines, type Migration } from '../../src/server/state/postgres/pg-migrations.js';
 import { MAX_READ_SET } from '../../src/server/state/session-record.js';
 import { makeDataDir, removeDataDir } from '../helpers/data-dir.js';
 import { longPollsWaiting, startControlPlane, type TestControlPlane } from '../helpers/control-plane.js';
@@ -199,9 +199,13 @@ describe('migrations, expand and contract', () => {
     await connected('migrate_contract', (c) => migrate(c, migrations));
     const waiting = await connected('migrate_contract', (c) => migrate(c, [...migrations, contract]));
     expect(waiting).toEqual({ applied: [], contracted: [], moved: [], newerExpand: [], pendingContract: ['004_drop_probe.sql'] });
+    expect(migrationLogLines(waiting)).toEqual([
+      'contract migrations 004_drop_probe.sql not applied: once every replica runs this release, restart one with --migrate-contract (replicas of older releases refuse to start after it)',
+    ]);
     expect(await probe()).toBeNull();
     const allowed = await connected('migrate_contract', (c) => migrate(c, [...migrations, contract], { contract: true }));
     expect(allowed).toMatchObject({ applied: ['004_drop_probe.sql'], contracted: ['004_drop_probe.sql'], pendingContract: [] });
+    expect(migrationLogLines(allowed)).toEqual(['applied migrations 004_drop_probe.sql (contract)']);
     expect(await probe()).toBe('contract_probe');
     const contracted = await pgc.sql<{ version: number }>(`SELECT version FROM ${CONTRACT_TABLE} ORDER BY version`, [], 'migrate_contract');
     expect(contracted.map((r) => r.version)).toEqual([1, 4]);
