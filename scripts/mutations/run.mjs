@@ -25,7 +25,7 @@
 // A list entry whose `find` text is not in its file exactly once is an error:
 // the list must follow the code.
 
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { chmodSync, cpSync, existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
@@ -85,6 +85,17 @@ function validate(breakages) {
 
 const escapeRegex = (s) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
+/**
+ * The copy has no .git: tests that need the history (the rolling-upgrade test
+ * builds the previous release from it) read this clone's, named in
+ * $KNOWLEDGEFS_TEST_GIT_DIR (test/helpers/previous-release.ts).
+ */
+function gitDirOf(root) {
+  const found = spawnSync('git', ['-C', root, 'rev-parse', '--absolute-git-dir'], { encoding: 'utf8' });
+  return found.status === 0 ? { KNOWLEDGEFS_TEST_GIT_DIR: found.stdout.trim() } : {};
+}
+const GIT_DIR_ENV = gitDirOf(ROOT);
+
 /** vitest on `tests` in `dir` (with `config`, if given); resolves with the exit code (null on timeout) and the output. */
 function runTests(dir, tests, env = {}, config = undefined) {
   const files = [...new Set(tests.map((t) => t.file))];
@@ -93,7 +104,7 @@ function runTests(dir, tests, env = {}, config = undefined) {
   return new Promise((done) => {
     const child = spawn(process.execPath, [vitest, 'run', ...(config === undefined ? [] : ['--config', config]), ...files, '-t', pattern], {
       cwd: dir,
-      env: { ...process.env, CI: process.env.CI ?? '', FORCE_COLOR: '0', ...env },
+      env: { ...process.env, CI: process.env.CI ?? '', FORCE_COLOR: '0', ...GIT_DIR_ENV, ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
       detached: true,
     });

@@ -1,3 +1,7 @@
+-- knowledgefs-migration: contract
+-- (The baseline every release needs: recorded where every release looks.
+-- Kinds and what an operator does for each: docs/OPERATIONS.md#rolling-upgrades-and-migrations.)
+--
 -- Session state of the scale-out mode. Only the sha256 of a session's token
 -- is stored. `version` increases with every change of a session (its row or
 -- its read set); replicas apply the changes they are notified of in version

@@ -1,3 +1,6 @@
+-- knowledgefs-migration: expand
+-- Additive: a new table that replicas of 0.1.0 never touch.
+--
 -- The fleet's decision log (`serve --audit-log postgres`): one row per
 -- CanLoadScope decision, from every replica. Partitioned by day on `time`;
 -- the replicas create each day's partition ahead of time and drop the ones

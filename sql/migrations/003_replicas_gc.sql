@@ -1,6 +1,7 @@
--- Additive: two new tables, nothing existing changes (replicas of the
--- previous release that are already running keep working against it; one
--- starting afresh refuses a schema newer than it knows, docs/OPERATIONS.md).
+-- knowledgefs-migration: expand
+-- Additive: two new tables, nothing existing changes, so replicas of the
+-- previous release keep working against it and start beside it (they do not
+-- report what they serve: docs/OPERATIONS.md#rolling-upgrades-and-migrations).
 --
 -- The publications replicas serve, for `knowledgefs gc`: each `serve --store`
 -- replica upserts one row per publication it serves (its current one and

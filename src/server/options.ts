@@ -41,6 +41,12 @@ export interface ControlPlaneOptions {
   readonly stateUrl?: string | undefined;
   /** Heartbeat of the PostgreSQL notification connection; revocations reach every replica within twice this. Default 1 000 ms. */
   readonly stateHeartbeatMs?: number;
+  /**
+   * Also apply the contract migrations this release knows (they remove or
+   * change what older releases use): only once every replica runs this
+   * release. Needs `stateUrl`. Default false: they are left pending and logged.
+   */
+  readonly migrateContract?: boolean;
   /** Admin bearer token. Required (the CLI resolves flag / env / generated file). */
   readonly adminToken: string;
   /** External membership service; absent = memberships from directory.json. */
@@ -96,6 +102,7 @@ export interface ResolvedOptions {
   readonly stateFile: string;
   readonly stateUrl: string | undefined;
   readonly stateHeartbeatMs: number;
+  readonly migrateContract: boolean;
   readonly adminToken: string;
   readonly membershipUrl: string | undefined;
   readonly membershipTimeoutMs: number;
@@ -202,6 +209,9 @@ export function resolveOptions(o: ControlPlaneOptions): ResolvedOptions {
     }
     if (!ok) throw new KnowledgeError('config', 'the session-state URL must look like postgres://USER@HOST:PORT/DATABASE');
   }
+  if (o.migrateContract === true && o.stateUrl === undefined) {
+    throw new KnowledgeError('config', '--migrate-contract needs PostgreSQL session state (--state postgres://… or $KNOWLEDGEFS_STATE_URL): a state file has no migrations');
+  }
   if (auditLog === AUDIT_TO_POSTGRES && o.stateUrl === undefined) {
     throw new KnowledgeError('config', '--audit-log postgres writes decisions to the state database: it needs --state postgres://… (or $KNOWLEDGEFS_STATE_URL)');
   }
@@ -223,6 +233,7 @@ export function resolveOptions(o: ControlPlaneOptions): ResolvedOptions {
     stateFile,
     stateUrl: o.stateUrl,
     stateHeartbeatMs: positive('--state-heartbeat', o.stateHeartbeatMs, DEFAULTS.stateHeartbeatMs),
+    migrateContract: o.migrateContract === true,
     adminToken: o.adminToken,
     membershipUrl: o.membershipUrl?.replace(/\/+$/, ''),
     membershipTimeoutMs: positive('--membership-timeout', o.membershipTimeoutMs, DEFAULTS.membershipTimeoutMs),

@@ -134,6 +134,8 @@ export interface SpawnOptions {
   readonly env?: Readonly<Record<string, string>>;
   /** Admin token; default a fresh one (replicas of one deployment share theirs). */
   readonly adminToken?: string;
+  /** The CLI to run; default this repository's bin/knowledgefs.js (another release's, for upgrade tests). */
+  readonly bin?: string;
 }
 
 export interface SpawnedControlPlane {
@@ -154,8 +156,9 @@ export interface SpawnedControlPlane {
 const READY = /listening on (http:\/\/\S+)/;
 
 export async function spawnControlPlane(options: SpawnOptions): Promise<SpawnedControlPlane> {
-  if (!existsSync(join(REPO_ROOT, 'dist', 'cli', 'main.js'))) {
-    throw new Error('dist/ is missing: run `npm run build` before tests that spawn the CLI');
+  const bin = options.bin ?? BIN;
+  if (!existsSync(join(dirname(bin), '..', 'dist', 'cli', 'main.js'))) {
+    throw new Error(`${bin === BIN ? 'dist/' : join(dirname(bin), '..', 'dist')} is missing: run \`npm run build\` before tests that spawn the CLI`);
   }
   const adminToken = options.adminToken ?? `kfsadmin_test_${randomBytes(16).toString('hex')}`;
   const args = [...(options.args ?? [])];
@@ -174,7 +177,7 @@ export async function spawnControlPlane(options: SpawnOptions): Promise<SpawnedC
   const start = async (): Promise<void> => {
     const runOut = { text: '' };
     const source = options.dataDir !== undefined ? ['--data', options.dataDir] : [];
-    const proc = spawn(process.execPath, [BIN, 'serve', ...source, '--listen', `127.0.0.1:${port}`, ...args], {
+    const proc = spawn(process.execPath, [bin, 'serve', ...source, '--listen', `127.0.0.1:${port}`, ...args], {
       env: { ...process.env, ...options.env, KNOWLEDGEFS_ADMIN_TOKEN: adminToken },
       stdio: ['ignore', 'pipe', 'pipe'],
     });

@@ -1,13 +1,16 @@
 // Session state in a real PostgreSQL, shared by control-plane replicas that
-// run in this process: migrations (twice, concurrently, a newer schema),
-// any replica answering any session, mounts through one replica in plans of
-// another (long-polls woken), revocation within the stated bound, and
-// PostgreSQL going away (fail closed with 503 + Retry-After, then recovery
-// with nothing acknowledged lost).
+// run in this process: migrations (twice, concurrently, a newer schema, expand
+// and contract steps), any replica answering any session, mounts through one
+// replica in plans of another (long-polls woken), revocation within the
+// stated bound, and PostgreSQL going away (fail closed with 503 +
+// Retry-After, then recovery with nothing acknowledged lost).
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import pg from 'pg';
-import { loadMigrations, migrate } from '../../src/server/state/postgres/pg-migrations.js';
+import { CONTRACT_TABLE, EXPAND_TABLE, loadMigrations, migrate, migrationLogLines, type Migration } from '../../src/server/state/postgres/pg-migrations.js';
 import { MAX_READ_SET } from '../../src/server/state/session-record.js';
 import { makeDataDir, removeDataDir } from '../helpers/data-dir.js';
 import { longPollsWaiting, startControlPlane, type TestControlPlane } from '../helpers/control-plane.js';
@@ -87,12 +90,15 @@ describe('migrations', () => {
       }),
     );
     try {
-      const applied = await Promise.all(clients.map((c) => migrate(c, migrations)));
+      const applied = await Promise.all(clients.map(async (c) => (await migrate(c, migrations)).applied));
       // Exactly one replica applied the migrations; the others found them done.
       expect(applied.filter((a) => a.length > 0)).toEqual([migrations.map((m) => m.name)]);
-      expect(await migrate(clients[0] as pg.Client, migrations)).toEqual([]);
-      const rows = await pgc.sql<{ version: number }>('SELECT version FROM knowledgefs_schema_migrations ORDER BY version', [], 'migrate_concurrent');
-      expect(rows.map((r) => r.version)).toEqual(migrations.map((m) => m.version));
+      expect(await migrate(clients[0] as pg.Client, migrations)).toEqual({ applied: [], contracted: [], moved: [], newerExpand: [], pendingContract: [] });
+      // Contract steps (001 among them) where every release looks; expand steps where 0.1.0 does not count them.
+      const versions = async (table: string) => (await pgc.sql<{ version: number }>(`SELECT version FROM ${table} ORDER BY version`, [], 'migrate_concurrent')).map((r) => r.version);
+      expect(await versions(CONTRACT_TABLE)).toEqual(migrations.filter((m) => m.kind === 'contract').map((m) => m.version));
+      expect(await versions(EXPAND_TABLE)).toEqual(migrations.filter((m) => m.kind === 'expand').map((m) => m.version));
+      expect(await versions(CONTRACT_TABLE)).toEqual([1]);
     } finally {
       await Promise.all(clients.map((c) => c.end()));
     }
@@ -111,7 +117,7 @@ describe('migrations', () => {
     const client = new pg.Client({ connectionString: url });
     await client.connect();
     try {
-      const broken = [{ version: 1, name: '001_broken.sql', sql: 'CREATE TABLE half_done (x int); SELECT no_such_function();' }];
+      const broken = [{ version: 1, name: '001_broken.sql', kind: 'contract' as const, sql: 'CREATE TABLE half_done (x int); SELECT no_such_function();' }];
       await expect(migrate(client, broken)).rejects.toThrow(/migration 001_broken.sql failed: .*no_such_function/);
       const left = await client.query("SELECT to_regclass('half_done') AS t, (SELECT count(*) FROM knowledgefs_schema_migrations) AS n");
       expect(left.rows[0]).toEqual({ t: null, n: '0' });
@@ -121,6 +127,94 @@ describe('migrations', () => {
   });
 });
 
+
+describe('migrations, expand and contract', () => {
+  async function connected<T>(database: string, use: (c: pg.Client) => Promise<T>): Promise<T> {
+    const client = new pg.Client({ connectionString: pgc.url(database) });
+    await client.connect();
+    try {
+      return await use(client);
+    } finally {
+      await client.end();
+    }
+  }
+
+  it('every migration file declares its kind; a file without one is refused, naming it', async () => {
+    const kinds = (await loadMigrations()).map((m) => `${m.name} ${m.kind}`);
+    expect(kinds).toEqual(['001_sessions.sql contract', '002_audit.sql expand', '003_replicas_gc.sql expand']);
+    const dir = await mkdtemp(join(tmpdir(), 'kfs-migrations-'));
+    try {
+      await writeFile(join(dir, '001_a.sql'), '-- knowledgefs-migration: expand\nSELECT 1;\n');
+      await writeFile(join(dir, '002_b.sql'), '-- adds a column\nSELECT 1;\n');
+      await expect(loadMigrations(dir)).rejects.toThrow(`${join(dir, '002_b.sql')}: no "-- knowledgefs-migration: expand|contract" line`);
+      await writeFile(join(dir, '002_b.sql'), '-- knowledgefs-migration: additive\nSELECT 1;\n');
+      await expect(loadMigrations(dir)).rejects.toThrow("002_b.sql: an unknown kind 'additive'");
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('a database migrated by the build before (expand steps recorded as contract ones) is moved, times kept, and then left alone', async () => {
+    await pgc.createDatabase('migrate_moved');
+    const migrations = await loadMigrations();
+    // What that build did: every file applied and recorded in knowledgefs_schema_migrations.
+    await pgc.sql(`CREATE TABLE ${CONTRACT_TABLE} (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`, [], 'migrate_moved');
+    for (const m of migrations) {
+      await pgc.sql(m.sql, [], 'migrate_moved');
+      await pgc.sql(`INSERT INTO ${CONTRACT_TABLE} (version, name, applied_at) VALUES ($1, $2, $3)`, [m.version, m.name, `2026-11-0${m.version}T10:00:00Z`], 'migrate_moved');
+    }
+    const outcome = await connected('migrate_moved', (c) => migrate(c, migrations));
+    expect(outcome).toEqual({ applied: [], contracted: [], moved: ['002_audit.sql', '003_replicas_gc.sql'], newerExpand: [], pendingContract: [] });
+    const rows = (table: string) => pgc.sql<{ version: number; name: string; at: string }>(`SELECT version, name, to_char(applied_at AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS at FROM ${table} ORDER BY version`, [], 'migrate_moved');
+    expect(await rows(CONTRACT_TABLE)).toEqual([{ version: 1, name: '001_sessions.sql', at: '2026-11-01' }]);
+    expect(await rows(EXPAND_TABLE)).toEqual([
+      { version: 2, name: '002_audit.sql', at: '2026-11-02' },
+      { version: 3, name: '003_replicas_gc.sql', at: '2026-11-03' },
+    ]);
+    expect(await connected('migrate_moved', (c) => migrate(c, migrations))).toEqual({ applied: [], contracted: [], moved: [], newerExpand: [], pendingContract: [] });
+  });
+
+  it('an expand step newer than this release: the replica starts and says so in one line', async () => {
+    await pgc.createDatabase('migrate_newer_expand');
+    await connected('migrate_newer_expand', async (c) => migrate(c, await loadMigrations()));
+    await pgc.sql(`INSERT INTO ${EXPAND_TABLE} (version, name) VALUES (998, '998_future_index.sql')`, [], 'migrate_newer_expand');
+    const cp = await replica('migrate_newer_expand');
+    const said = cp.logs.filter((l) => l.includes('998_future_index.sql'));
+    expect(said).toEqual(['session state: the schema has expand migrations newer than this release (998_future_index.sql): they only add what this release ignores; starting']);
+    const s = await cp.createSession({ kind: 'personal', creator: 'alice' });
+    expect((await fetch(`${cp.url}/v1/session`, { headers: auth(s.token) })).status).toBe(200);
+  });
+
+  it('--migrate-contract without PostgreSQL state is a configuration error naming what it needs', async () => {
+    await expect(startControlPlane({ dataDir: dir, adminToken: ADMIN, stateFile: `${dir}/.knowledgefs/contract-state.json`, migrateContract: true })).rejects.toThrow(
+      '--migrate-contract needs PostgreSQL session state (--state postgres://… or $KNOWLEDGEFS_STATE_URL)',
+    );
+  });
+
+  it('a contract step this release knows waits for the operator on a database in use, and is recorded where older releases refuse it', async () => {
+    await pgc.createDatabase('migrate_contract');
+    const migrations = await loadMigrations();
+    const contract: Migration = { version: 4, name: '004_drop_probe.sql', kind: 'contract', sql: 'CREATE TABLE contract_probe (x int)' };
+    const probe = async () => (await pgc.sql<{ t: string | null }>("SELECT to_regclass('contract_probe')::text AS t", [], 'migrate_contract'))[0]?.t;
+    await connected('migrate_contract', (c) => migrate(c, migrations));
+    const waiting = await connected('migrate_contract', (c) => migrate(c, [...migrations, contract]));
+    expect(waiting).toEqual({ applied: [], contracted: [], moved: [], newerExpand: [], pendingContract: ['004_drop_probe.sql'] });
+    expect(migrationLogLines(waiting)).toEqual([
+      'contract migrations 004_drop_probe.sql not applied: once every replica runs this release, restart one with --migrate-contract (replicas of older releases refuse to start after it)',
+    ]);
+    expect(await probe()).toBeNull();
+    const allowed = await connected('migrate_contract', (c) => migrate(c, [...migrations, contract], { contract: true }));
+    expect(allowed).toMatchObject({ applied: ['004_drop_probe.sql'], contracted: ['004_drop_probe.sql'], pendingContract: [] });
+    expect(migrationLogLines(allowed)).toEqual(['applied migrations 004_drop_probe.sql (contract)']);
+    expect(await probe()).toBe('contract_probe');
+    const contracted = await pgc.sql<{ version: number }>(`SELECT version FROM ${CONTRACT_TABLE} ORDER BY version`, [], 'migrate_contract');
+    expect(contracted.map((r) => r.version)).toEqual([1, 4]);
+    // This release, not knowing 004, refuses the database now, as 0.1.0 does.
+    await expect(connected('migrate_contract', (c) => migrate(c, migrations))).rejects.toThrow(
+      'the session-state schema is at version 4, newer than this knowledgefs knows (3): contract migration 004_drop_probe.sql changed what this release uses; upgrade knowledgefs on this replica',
+    );
+  });
+});
 describe('replicas sharing PostgreSQL state', () => {
   let a: TestControlPlane;
   let b: TestControlPlane;

@@ -48,6 +48,7 @@ interface ServeFlags extends StoreFlags {
   listen: string;
   state?: string;
   stateHeartbeat: number;
+  migrateContract?: boolean;
   adminTokenFile?: string;
   membershipUrl?: string;
   membershipTimeout: number;
@@ -104,6 +105,7 @@ export function registerServe(program: Command, ctx: CliContext, result: Command
     .option('--listen <host:port>', 'address to listen on (port 0 picks a free port)', '127.0.0.1:7420')
     .option('--state <file|url>', `session state: a file (default DATA/.knowledgefs/state.json), or postgres://USER@HOST:PORT/DB to share it between replicas (else $${STATE_URL_ENV}; no password here: use $${STATE_URL_ENV}, $PGPASSWORD or ~/.pgpass)`)
     .addOption(parsedOption('--state-heartbeat <duration>', 'with PostgreSQL state: heartbeat of the notification connection; a revoked session is refused by every replica within twice this (with --store, also of the publications served, which gc keeps)', parseDuration, DEFAULTS.stateHeartbeatMs, formatDurationFlag(DEFAULTS.stateHeartbeatMs)))
+    .option('--migrate-contract', 'with PostgreSQL state: also apply contract migrations (they remove or change what older releases use); only once every replica runs this release')
     .option('--admin-token-file <file>', `admin token file (else $${ADMIN_TOKEN_ENV}, else generated into DATA/.knowledgefs/admin-token)`)
     .option('--membership-url <url>', 'external membership service: GET <url>/users/<user>/teams (default: directory.json)')
     .addOption(parsedOption('--membership-timeout <duration>', 'timeout of one membership request', parseDuration, DEFAULTS.membershipTimeoutMs, formatDurationFlag(DEFAULTS.membershipTimeoutMs)))
@@ -186,6 +188,7 @@ ${STORE_ENVIRONMENT}`,
         ...(metricsListen !== undefined ? { metricsListen } : {}),
         ...state,
         stateHeartbeatMs: flags.stateHeartbeat,
+        migrateContract: flags.migrateContract === true,
         ...(flags.auditLog !== undefined ? { auditLog: flags.auditLog === AUDIT_TO_STDOUT || flags.auditLog === AUDIT_TO_POSTGRES ? flags.auditLog : resolve(ctx.cwd, flags.auditLog) } : {}),
         auditRetentionMs: flags.auditRetention,
         auditBufferRecords: flags.auditBuffer,

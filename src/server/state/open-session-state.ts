@@ -14,7 +14,7 @@ export async function openSessionState(
   onRoundTrip?: () => void,
 ): Promise<SessionState> {
   if (options.stateUrl !== undefined) {
-    return PgSessionState.open({ url: options.stateUrl, heartbeatMs: options.stateHeartbeatMs, log: options.log, now: options.now, ...(onRoundTrip ? { onRoundTrip } : {}) });
+    return PgSessionState.open({ url: options.stateUrl, heartbeatMs: options.stateHeartbeatMs, migrateContract: options.migrateContract, log: options.log, now: options.now, ...(onRoundTrip ? { onRoundTrip } : {}) });
   }
   return SessionRegistry.open(fileStore ?? fileStateStore<PersistedState, StateChange>(options.stateFile), options.stateFile);
 }

@@ -15,7 +15,7 @@
 
 import pg from 'pg';
 import { KnowledgeError } from '../../../core/errors.js';
-import { loadMigrations, migrate } from './pg-migrations.js';
+import { loadMigrations, migrate, migrationLogLines } from './pg-migrations.js';
 import { pgErrorText } from './pg-error-text.js';
 import { PgNotificationListener } from './pg-notification-listener.js';
 import { PgSessionCache } from './pg-session-cache.js';
@@ -43,6 +43,8 @@ export interface PgStateOptions {
   /** Sessions cached per replica. Default 100 000. */
   readonly maxCached?: number;
   readonly now?: () => number;
+  /** Also apply contract migrations (`serve --migrate-contract`): only once every replica runs this release. */
+  readonly migrateContract?: boolean;
 }
 
 export class PgSessionState implements SessionState {
@@ -98,8 +100,8 @@ export class PgSessionState implements SessionState {
         throw new KnowledgeError('unavailable', `session state: cannot connect to PostgreSQL at ${state.where}: ${pgErrorText(err)}`, { cause: err });
       }
       try {
-        const applied = await migrate(client, migrations);
-        if (applied.length > 0) opts.log(`session state: applied migrations ${applied.join(', ')}`);
+        const outcome = await migrate(client, migrations, { contract: opts.migrateContract === true });
+        for (const line of migrationLogLines(outcome)) opts.log(`session state: ${line}`);
       } finally {
         client.release();
       }
