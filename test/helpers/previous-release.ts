@@ -17,7 +17,7 @@ import { join } from 'node:path';
 import { REPO_ROOT } from './control-plane.js';
 
 /** The release before this one: package version 0.1.0. */
-export const PREVIOUS_RELEASE = { version: '0.1.0', commit: 'd6c8f14' } as const;
+export const PREVIOUS_RELEASE = { version: '0.1.0', commit: 'd6c8f145d5bf8c7c3a6703b23b671b266e8459af' } as const;
 
 const CACHE_DIR = join(REPO_ROOT, '.cache');
 const DONE = '.knowledgefs-built';
@@ -43,12 +43,19 @@ function git(args: string[]): string {
 }
 
 function fullCommit(commit: string): string {
+  const resolve = () => git(['rev-parse', '--verify', '--quiet', `${commit}^{commit}`]);
   try {
-    return git(['rev-parse', '--verify', '--quiet', `${commit}^{commit}`]);
+    return resolve();
+  } catch {
+    // A shallow clone lacks it: one commit fetched from its origin is enough.
+  }
+  try {
+    git(['fetch', '--quiet', '--depth', '1', 'origin', commit]);
+    return resolve();
   } catch {
     throw new Error(
       `the previous release (${PREVIOUS_RELEASE.version}, commit ${commit}) is not in the git history of ${GIT_DIR ?? REPO_ROOT}: ` +
-        'the rolling-upgrade test builds it from there. Run it in a full clone (`git clone`, or `git fetch --unshallow` in a shallow one).',
+        'the rolling-upgrade test builds it from there, and fetching it from origin failed. Run it in a full clone (`git clone`, or `git fetch --unshallow` in a shallow one).',
     );
   }
 }
