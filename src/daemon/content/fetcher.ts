@@ -22,11 +22,19 @@
 // or answered something not matching the plan) release their waiters to the
 // per-file path, so an open always gets the same answer it would without
 // batches. Verification is the same: plan size and sha256 before caching.
+//
+// Foreground first: an open (an agent waiting) of a file a *prefetch* batch
+// holds waits for the batch only BATCH_PATIENCE_MS, then asks for the file
+// by itself as well and takes whichever answer comes first; behind a busy
+// control plane a prefetch batch may have megabytes to send before that
+// file. Opens waiting on bytes are counted (`foregroundQuiet`), and the
+// prefetcher starts no new request until none has waited for a while.
 
 import { KnowledgeError, isKnowledgeError } from '../../core/errors.js';
 import type { ContentCache } from './content-cache.js';
 import { sha256Hex } from '../../core/sha256.js';
 import type { ControlClient } from '../control-plane/control-client.js';
+import { abortableSleep } from '../abortable-sleep.js';
 
 /** What one `fetchBatch` did with its files. */
 export interface BatchOutcome {
@@ -48,6 +56,50 @@ interface BatchWaiter {
   reject(err: unknown): void;
   /** Someone other than the batch awaits it (an open). */
   wanted: boolean;
+  /** The batch is background prefetch (opens do not wait long for it). */
+  readonly prefetch: boolean;
+}
+
+/** How long an open waits for a prefetch batch to deliver its file before fetching the file itself. */
+export const BATCH_PATIENCE_MS = 20;
+
+/** The first of two answers to arrive; when both fail, `own`'s error (what the open gets without batches). */
+function firstAnswer<T>(batch: Promise<T>, own: () => Promise<T>, patienceMs: number): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    let settled = false;
+    let ownError: unknown;
+    let ownStarted = false;
+    let batchFailed = false;
+    const startOwn = () => {
+      if (settled || ownStarted) return;
+      ownStarted = true;
+      own().then(
+        (v) => {
+          settled = true;
+          resolve(v);
+        },
+        (err: unknown) => {
+          ownError = err;
+          if (batchFailed) reject(err);
+        },
+      );
+    };
+    const timer = setTimeout(startOwn, patienceMs);
+    batch.then(
+      (v) => {
+        clearTimeout(timer);
+        if (settled) return;
+        settled = true;
+        resolve(v);
+      },
+      () => {
+        clearTimeout(timer);
+        batchFailed = true;
+        if (!ownStarted) startOwn();
+        else if (ownError !== undefined) reject(ownError);
+      },
+    );
+  });
 }
 
 export interface FileRef {
@@ -79,6 +131,10 @@ export class ContentFetcher {
   fetchedBytes = 0;
   hits = 0;
   misses = 0;
+  /** Opens (not prefetch) waiting on bytes now, and when the last one stopped waiting. */
+  private foreground = 0;
+  private foregroundEndedAt = 0;
+  private foregroundIdle: (() => void)[] = [];
 
   constructor(private readonly opts: FetcherOptions) {
     this.log = opts.log ?? (() => undefined);
@@ -95,19 +151,52 @@ export class ContentFetcher {
     return this.opts.cache.hasMemory(sha256);
   }
 
-  get(ref: FileRef): Promise<Buffer> {
+  /** `prefetch`: background work, which neither counts as an open waiting nor bypasses a batch. */
+  get(ref: FileRef, opts: { readonly prefetch?: boolean } = {}): Promise<Buffer> {
     const hit = this.opts.cache.getMemory(ref.sha256);
     if (hit !== undefined) {
       this.hits++;
       return Promise.resolve(hit);
     }
     this.misses++;
-    let pending = this.inflight.get(ref.sha256);
-    const waiter = pending === undefined ? this.batchWaiting.get(ref.sha256) : undefined;
+    const prefetch = opts.prefetch === true;
+    const waiter = this.inflight.has(ref.sha256) ? undefined : this.batchWaiting.get(ref.sha256);
+    let answer: Promise<Buffer>;
     if (waiter !== undefined) {
       waiter.wanted = true;
-      return waiter.promise;
+      answer = waiter.prefetch && !prefetch ? firstAnswer(waiter.promise, () => this.loadShared(ref), BATCH_PATIENCE_MS) : waiter.promise;
+    } else {
+      answer = this.loadShared(ref);
     }
+    if (prefetch) return answer;
+    this.foreground++;
+    return answer.finally(() => {
+      if (--this.foreground > 0) return;
+      this.foregroundEndedAt = Date.now();
+      for (const wake of this.foregroundIdle.splice(0)) wake();
+    });
+  }
+
+  /**
+   * Resolves once no open has waited on bytes for `quietMs` (at once when
+   * none has lately), or when `signal` aborts: the prefetcher calls it before
+   * each request so background fetches never compete with an agent's opens.
+   */
+  async foregroundQuiet(quietMs: number, signal?: AbortSignal): Promise<void> {
+    while (!signal?.aborted) {
+      if (this.foreground > 0) {
+        await new Promise<void>((resolve) => this.foregroundIdle.push(resolve));
+        continue;
+      }
+      const left = this.foregroundEndedAt + quietMs - Date.now();
+      if (left <= 0) return;
+      await abortableSleep(left, signal);
+    }
+  }
+
+  /** One fetch per sha256 at a time: a second caller shares the first's. */
+  private loadShared(ref: FileRef): Promise<Buffer> {
+    let pending = this.inflight.get(ref.sha256);
     if (pending === undefined) {
       pending = this.load(ref).finally(() => this.inflight.delete(ref.sha256));
       this.inflight.set(ref.sha256, pending);
@@ -119,7 +208,7 @@ export class ContentFetcher {
    * Fetches `refs` (all of `scope`) in one batch request when the client can.
    * Never throws: the outcome says what was fetched and what is left.
    */
-  async fetchBatch(scope: string, refs: readonly FileRef[], signal?: AbortSignal): Promise<BatchOutcome> {
+  async fetchBatch(scope: string, refs: readonly FileRef[], signal?: AbortSignal, prefetch = false): Promise<BatchOutcome> {
     const batch = this.opts.client.batch?.bind(this.opts.client);
     if (batch === undefined) return { fetched: [], failed: [], skipped: refs, unanswered: [] };
     const { cache } = this.opts;
@@ -139,7 +228,7 @@ export class ContentFetcher {
         reject = rej;
       });
       promise.catch(() => undefined); // a rejection nobody awaits is not an error
-      const waiter: BatchWaiter = { ref, promise, resolve, reject, wanted: false };
+      const waiter: BatchWaiter = { ref, promise, resolve, reject, wanted: false, prefetch };
       this.batchWaiting.set(sha, waiter);
       waiters.push(waiter);
     }
@@ -151,7 +240,7 @@ export class ContentFetcher {
     let error: unknown;
     const maxFileBytes = waiters.reduce((m, w) => Math.max(m, w.ref.size), 0);
     try {
-      for await (const item of batch(scope, waiters.map((w) => w.ref.scopePath), { maxFileBytes, signal })) {
+      for await (const item of batch(scope, waiters.map((w) => w.ref.scopePath), { maxFileBytes, signal, prefetch })) {
         const waiter = waiters[answered++] as BatchWaiter;
         const { ref } = waiter;
         this.batchWaiting.delete(ref.sha256);
@@ -182,7 +271,7 @@ export class ContentFetcher {
       this.batchWaiting.delete(waiter.ref.sha256);
       unanswered.push(waiter.ref);
       // An open waiting on this file goes the per-file way now.
-      if (waiter.wanted) waiter.resolve(this.get(waiter.ref));
+      if (waiter.wanted) waiter.resolve(this.get(waiter.ref, { prefetch: true }));
       else waiter.reject(error);
     }
     return { fetched, failed, skipped, unanswered, ...(error !== undefined ? { error } : {}) };
@@ -220,3 +309,4 @@ export class ContentFetcher {
     throw new KnowledgeError('integrity', `${where}: bytes from the control plane do not match the plan's sha256`);
   }
 }
+
