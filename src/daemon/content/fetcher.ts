@@ -24,10 +24,12 @@
 // batches. Verification is the same: plan size and sha256 before caching.
 //
 // Foreground first: an open (an agent waiting) of a file a *prefetch* batch
-// holds waits for the batch only BATCH_PATIENCE_MS, then asks for the file
-// by itself as well and takes whichever answer comes first; behind a busy
-// control plane a prefetch batch may have megabytes to send before that
-// file. Opens waiting on bytes are counted (`foregroundQuiet`), and the
+// holds waits for that batch only while the batch is close to it (at most
+// NEAR_FRAMES frames ahead) and flowing (a frame at least every
+// BATCH_PATIENCE_MS); otherwise it asks for the file by itself as well and
+// takes whichever answer comes first. Behind a busy control plane a prefetch
+// batch may have megabytes to send before that file, or wait to be served at
+// all; a `grep -r` right behind a flowing batch still takes its files from it. Opens waiting on bytes are counted (`foregroundQuiet`), and the
 // prefetcher starts no new request until none has waited for a while.
 
 import { KnowledgeError, isKnowledgeError } from '../../core/errors.js';
@@ -56,20 +58,37 @@ interface BatchWaiter {
   reject(err: unknown): void;
   /** Someone other than the batch awaits it (an open). */
   wanted: boolean;
-  /** The batch is background prefetch (opens do not wait long for it). */
+  /** The batch is background prefetch (opens wait for it only while it is close and flowing). */
   readonly prefetch: boolean;
+  /** This file's frame number in the batch, and the batch's progress. */
+  readonly index: number;
+  readonly progress: BatchProgress;
 }
 
-/** How long an open waits for a prefetch batch to deliver its file before fetching the file itself. */
-export const BATCH_PATIENCE_MS = 20;
+/** An open waits for a prefetch batch only while a frame of it arrives at least this often... */
+export const BATCH_PATIENCE_MS = 50;
+/** ...and its file is at most this many frames ahead. */
+export const NEAR_FRAMES = 16;
 
-/** The first of two answers to arrive; when both fail, `own`'s error (what the open gets without batches). */
-function firstAnswer<T>(batch: Promise<T>, own: () => Promise<T>, patienceMs: number): Promise<T> {
-  return new Promise<T>((resolve, reject) => {
+/** How far one batch has got: frames delivered, and when the last one (or the request) was. */
+interface BatchProgress {
+  answered: number;
+  lastFrameAt: number;
+}
+
+/**
+ * The bytes of a file a prefetch batch holds, for an open: the batch's
+ * answer while the batch is close and flowing, else (also) the open's own
+ * fetch, whichever comes first; when both fail, the own fetch's error (what
+ * the open gets without batches).
+ */
+function behindPrefetch(waiter: BatchWaiter, own: () => Promise<Buffer>): Promise<Buffer> {
+  return new Promise<Buffer>((resolve, reject) => {
     let settled = false;
-    let ownError: unknown;
     let ownStarted = false;
+    let ownError: unknown;
     let batchFailed = false;
+    let timer: NodeJS.Timeout | undefined;
     const startOwn = () => {
       if (settled || ownStarted) return;
       ownStarted = true;
@@ -84,8 +103,13 @@ function firstAnswer<T>(batch: Promise<T>, own: () => Promise<T>, patienceMs: nu
         },
       );
     };
-    const timer = setTimeout(startOwn, patienceMs);
-    batch.then(
+    const check = () => {
+      const { progress } = waiter;
+      if (waiter.index - progress.answered > NEAR_FRAMES || Date.now() - progress.lastFrameAt > BATCH_PATIENCE_MS) startOwn();
+      else timer = setTimeout(check, BATCH_PATIENCE_MS);
+    };
+    check();
+    waiter.promise.then(
       (v) => {
         clearTimeout(timer);
         if (settled) return;
@@ -164,7 +188,7 @@ export class ContentFetcher {
     let answer: Promise<Buffer>;
     if (waiter !== undefined) {
       waiter.wanted = true;
-      answer = waiter.prefetch && !prefetch ? firstAnswer(waiter.promise, () => this.loadShared(ref), BATCH_PATIENCE_MS) : waiter.promise;
+      answer = waiter.prefetch && !prefetch ? behindPrefetch(waiter, () => this.loadShared(ref)) : waiter.promise;
     } else {
       answer = this.loadShared(ref);
     }
@@ -215,6 +239,7 @@ export class ContentFetcher {
     // Waiters are registered synchronously, before the first await: an open right after this call finds them.
     const skipped: FileRef[] = [];
     const waiters: BatchWaiter[] = [];
+    const progress: BatchProgress = { answered: 0, lastFrameAt: Date.now() };
     for (const ref of refs) {
       const sha = ref.sha256;
       if (ref.scope !== scope || cache.hasMemory(sha) || cache.hasDisk(sha) || this.inflight.has(sha) || this.batchWaiting.has(sha)) {
@@ -228,7 +253,7 @@ export class ContentFetcher {
         reject = rej;
       });
       promise.catch(() => undefined); // a rejection nobody awaits is not an error
-      const waiter: BatchWaiter = { ref, promise, resolve, reject, wanted: false, prefetch };
+      const waiter: BatchWaiter = { ref, promise, resolve, reject, wanted: false, prefetch, index: waiters.length, progress };
       this.batchWaiting.set(sha, waiter);
       waiters.push(waiter);
     }
@@ -242,6 +267,8 @@ export class ContentFetcher {
     try {
       for await (const item of batch(scope, waiters.map((w) => w.ref.scopePath), { maxFileBytes, signal, prefetch })) {
         const waiter = waiters[answered++] as BatchWaiter;
+        progress.answered = answered;
+        progress.lastFrameAt = Date.now();
         const { ref } = waiter;
         this.batchWaiting.delete(ref.sha256);
         const where = `${ref.scope}/${ref.scopePath}`;

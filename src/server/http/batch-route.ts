@@ -25,6 +25,7 @@
 // their batches to fit both (see prefetch.ts).
 
 import { KnowledgeError } from '../../core/errors.js';
+import { CONTROL_PLANE_METRICS } from '../../core/metrics.js';
 import { packPathProblem } from '../../core/paths.js';
 import type { PlanFile, ScopeSnapshot } from '../../core/session/plan.js';
 import { parseScope, type ScopeName } from '../../core/scope.js';
@@ -160,7 +161,10 @@ export async function batchRoute(ctx: RouteContext, session: SessionRecord, req:
   const { scope, paths } = parseBatchRequest(req.body);
   // A prefetch batch is shed before it is decided (no audit record for work not done) when its slots are taken.
   const release = req.prefetch === true ? ctx.prefetchSlots.take() : undefined;
-  if (req.prefetch === true && release === undefined) return ctx.prefetchSlots.shedResponse();
+  if (req.prefetch === true && release === undefined) {
+    ctx.metrics.inc(CONTROL_PLANE_METRICS.prefetchShed, {});
+    return ctx.prefetchSlots.shedResponse();
+  }
   try {
     const decision = await decider(ctx, session).decide(scope, 'open');
     if (!decision.allowed) {

@@ -17,9 +17,6 @@ export const PREFETCH_RETRY_AFTER_SECONDS = 1;
 
 export class PrefetchSlots {
   private inUse = 0;
-  /** Prefetch requests answered 503 since start (a metric). */
-  shed = 0;
-
   constructor(private readonly slots: number) {}
 
   get busy(): number {
@@ -28,10 +25,7 @@ export class PrefetchSlots {
 
   /** A release function for a free slot, or undefined when all are taken (answer `shedResponse()`). */
   take(): (() => void) | undefined {
-    if (this.inUse >= this.slots) {
-      this.shed++;
-      return undefined;
-    }
+    if (this.inUse >= this.slots) return undefined;
     this.inUse++;
     let released = false;
     return () => {
