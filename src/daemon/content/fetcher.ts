@@ -29,7 +29,9 @@
 // BATCH_PATIENCE_MS); otherwise it asks for the file by itself as well and
 // takes whichever answer comes first. Behind a busy control plane a prefetch
 // batch may have megabytes to send before that file, or wait to be served at
-// all; a `grep -r` right behind a flowing batch still takes its files from it. Opens waiting on bytes are counted (`foregroundQuiet`), and the
+// all; a `grep -r` right behind a flowing batch still takes its files from it.
+// For the same reason a read-ahead (an agent reading a directory) takes over
+// the files a prefetch batch holds but is not close to. Opens waiting on bytes are counted (`foregroundQuiet`), and the
 // prefetcher starts no new request until none has waited for a while.
 
 import { KnowledgeError, isKnowledgeError } from '../../core/errors.js';
@@ -76,6 +78,12 @@ interface BatchProgress {
   lastFrameAt: number;
 }
 
+/** The batch holding `waiter` is at most NEAR_FRAMES from it and delivered a frame within BATCH_PATIENCE_MS. */
+function closeAndFlowing(waiter: BatchWaiter): boolean {
+  const { progress } = waiter;
+  return waiter.index - progress.answered <= NEAR_FRAMES && Date.now() - progress.lastFrameAt <= BATCH_PATIENCE_MS;
+}
+
 /**
  * The bytes of a file a prefetch batch holds, for an open: the batch's
  * answer while the batch is close and flowing, else (also) the open's own
@@ -104,8 +112,7 @@ function behindPrefetch(waiter: BatchWaiter, own: () => Promise<Buffer>): Promis
       );
     };
     const check = () => {
-      const { progress } = waiter;
-      if (waiter.index - progress.answered > NEAR_FRAMES || Date.now() - progress.lastFrameAt > BATCH_PATIENCE_MS) startOwn();
+      if (!closeAndFlowing(waiter)) startOwn();
       else timer = setTimeout(check, BATCH_PATIENCE_MS);
     };
     check();
@@ -242,7 +249,10 @@ export class ContentFetcher {
     const progress: BatchProgress = { answered: 0, lastFrameAt: Date.now() };
     for (const ref of refs) {
       const sha = ref.sha256;
-      if (ref.scope !== scope || cache.hasMemory(sha) || cache.hasDisk(sha) || this.inflight.has(sha) || this.batchWaiting.has(sha)) {
+      const held = this.batchWaiting.get(sha);
+      // A read-ahead takes over files a prefetch batch holds but is not close to: opens then wait for the read-ahead.
+      const takeOver = held !== undefined && held.prefetch && !prefetch && !closeAndFlowing(held);
+      if (ref.scope !== scope || cache.hasMemory(sha) || cache.hasDisk(sha) || this.inflight.has(sha) || (held !== undefined && !takeOver)) {
         skipped.push(ref);
         continue;
       }
@@ -270,7 +280,7 @@ export class ContentFetcher {
         progress.answered = answered;
         progress.lastFrameAt = Date.now();
         const { ref } = waiter;
-        this.batchWaiting.delete(ref.sha256);
+        if (this.batchWaiting.get(ref.sha256) === waiter) this.batchWaiting.delete(ref.sha256);
         const where = `${ref.scope}/${ref.scopePath}`;
         if (item.missing) {
           failed.push(ref);
@@ -295,7 +305,7 @@ export class ContentFetcher {
     }
     const unanswered: FileRef[] = [];
     for (const waiter of waiters.slice(answered)) {
-      this.batchWaiting.delete(waiter.ref.sha256);
+      if (this.batchWaiting.get(waiter.ref.sha256) === waiter) this.batchWaiting.delete(waiter.ref.sha256);
       unanswered.push(waiter.ref);
       // An open waiting on this file goes the per-file way now.
       if (waiter.wanted) waiter.resolve(this.get(waiter.ref, { prefetch: true }));
