@@ -9,11 +9,14 @@
 //
 //   node bench/run.mjs [--quick] [--files N] [--runs N] [--peer-runs N] [--only a,b,…]
 //                      [--scale-files N,M] [--runners N] [--work DIR]
-//                      [--scale-out-runners N] [--no-drop-caches] [--verbose]
-// Sections (--only): disk ceiling ours rclone read load scale scaleout store.
+//                      [--scale-out-runners N] [--storm-mounts N] [--no-drop-caches] [--verbose]
+// Sections (--only): disk ceiling ours rclone read load scale scaleout store storm.
 // scaleout: 1 and 3 replicas on a throwaway PostgreSQL, --scale-out-runners
 // (default 1 000) simulated runners (bench/lib/scale-out.mjs).
 // store: publish and replicas over object storage (bench/lib/store.mjs).
+// storm: --storm-mounts (default 20) mounts prefetching at once, an agent's
+// walk over one of them meanwhile; one control plane, then 2 replicas on a
+// bucket (bench/lib/storm.mjs).
 // --runs: rounds for everything (default 5); --peer-runs: rounds rclone
 // takes part in (default 3: its rows cost ~40 s a round).
 //
@@ -41,13 +44,14 @@ import { countFuseOps, HAS_STRACE } from './lib/fuse-ops.mjs';
 import { controlPlaneLoad } from './lib/load.mjs';
 import { measureScale, breakdownSummary } from './lib/scale.mjs';
 import { scaleOut } from './lib/scale-out.mjs';
+import { prefetchStorm, bucketStorm, stormTable } from './lib/storm.mjs';
 import { measureStore, storeTable } from './lib/store.mjs';
 import { mainTable, opsTable, sideTable, checkTargets, targetsText, consistencyErrors } from './lib/report.mjs';
 
-const SECTIONS = ['disk', 'ceiling', 'ours', 'rclone', 'read', 'load', 'scale', 'scaleout', 'store'];
+const SECTIONS = ['disk', 'ceiling', 'ours', 'rclone', 'read', 'load', 'scale', 'scaleout', 'store', 'storm'];
 
 function parseArgs(argv) {
-  const o = { quick: false, files: DEFAULTS.files, runs: 5, peerRuns: null, only: SECTIONS, work: join(os.tmpdir(), 'knowledgefs-bench'), dropCaches: true, verbose: false, scaleFiles: null, runners: 200, scaleOutRunners: 1000 };
+  const o = { quick: false, files: DEFAULTS.files, runs: 5, peerRuns: null, only: SECTIONS, work: join(os.tmpdir(), 'knowledgefs-bench'), dropCaches: true, verbose: false, scaleFiles: null, runners: 200, scaleOutRunners: 1000, stormMounts: 20 };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     const val = () => {
@@ -63,6 +67,7 @@ function parseArgs(argv) {
     else if (a === '--scale-files') o.scaleFiles = val().split(',').map(Number);
     else if (a === '--runners') o.runners = Number(val());
     else if (a === '--scale-out-runners') o.scaleOutRunners = Number(val());
+    else if (a === '--storm-mounts') o.stormMounts = Number(val());
     else if (a === '--work') o.work = val();
     else if (a === '--no-drop-caches') o.dropCaches = false;
     else if (a === '--verbose') o.verbose = true;
@@ -288,6 +293,25 @@ async function main() {
       results.scaleOut = await scaleOut({ dataDir, teams: corpus.teams, runners: opts.scaleOutRunners, workDir: join(runDir, 'scale-out'), quick: opts.quick });
     } catch (err) { fail('scaleout', err); }
   }
+  if (want('storm')) {
+    // Cold start at fleet scale: --storm-mounts mounts (personal sessions, everything prefetched) at once, first on one
+    // control plane (with the same mounts, prefetch off, as the baseline in the same run), then on 2 replicas over a bucket.
+    results.storm = {};
+    const stormArgs = ['--prefetch-threshold', '1GiB'];
+    try {
+      log(`storm: ${opts.stormMounts} mounts on one control plane, prefetch off (baseline) [${elapsed()}]`);
+      const server = await startServer(dataDir, join(runDir, 'cp-storm'));
+      try {
+        results.storm.prefetchOff = await prefetchStorm({ servers: [server], runDir: join(runDir, 'storm-off'), mounts: opts.stormMounts, extraArgs: [...stormArgs, '--prefetch-content', 'off'] });
+        log(`storm: ${opts.stormMounts} mounts on one control plane, prefetch on [${elapsed()}]`);
+        results.storm.oneServer = await prefetchStorm({ servers: [server], runDir: join(runDir, 'storm-on'), mounts: opts.stormMounts, extraArgs: stormArgs });
+      } finally {
+        await stop(server.handle);
+      }
+      log(`storm: ${opts.stormMounts} mounts on 2 replicas over a bucket [${elapsed()}]`);
+      results.storm.bucket = await bucketStorm({ dataDir, runDir, mounts: opts.stormMounts, replicas: 2, extraArgs: stormArgs });
+    } catch (err) { fail('storm', err); }
+  }
   if (want('scale')) {
     results.scale = [];
     for (const files of opts.scaleFiles) {
@@ -336,7 +360,7 @@ writeFileSync(outFile, JSON.stringify(results, null, 2) + '\n');
 const c = results.corpus;
 const load = `load average ${results.host.loadAvgAtStart[0].toFixed(1)} at start, ${results.host.loadAvgAtEnd[0].toFixed(1)} at end`;
 process.stdout.write(`\nknowledgefs bench at ${results.code.commit}${results.code.srcDirty ? ' (+ uncommitted src changes)' : ''} — ${c.files} files, ${(c.bytes / 1e6).toFixed(1)} MB (${(c.diskBytes / 1e6).toFixed(1)} MB on disk); median of ${opts.runs} runs${want('rclone') && opts.peerRuns !== opts.runs ? ` (rclone: ${opts.peerRuns})` : ''}; ${results.host.cpus} CPUs, ${load}; ${results.durationS.toFixed(0)} s\n\n`);
-const tables = [mainTable(results), opsTable(results), sideTable(results), storeTable(results.store)].filter((t) => t.includes('\n'));
+const tables = [mainTable(results), opsTable(results), sideTable(results), storeTable(results.store), stormTable(results.storm)].filter((t) => t.includes('\n'));
 process.stdout.write(`${[...tables, targetsText(results.targets)].join('\n\n')}\n`);
 for (const n of results.notes) process.stdout.write(`note: ${n}\n`);
 if (results.errors.length) {

@@ -3,7 +3,9 @@
 // only what it needs: `knowledgefs read` is what a harness without the
 // library calls on every turn, so neither it nor the mount daemon may pull in
 // the control plane's PostgreSQL client, the MCP SDK (and its zod), or the S3
-// signer; `read` not prom-client either (the daemon keeps its metrics in it).
+// signer; neither `read` nor the mount's start load prom-client either (~50 ms
+// of loading: the daemon makes its metrics registry at the first status or
+// scrape, after the mount is ready).
 // The module graph is read from the loader itself (test/helpers/module-trace.mjs),
 // so a new top-level import anywhere on these paths fails here.
 
@@ -78,6 +80,8 @@ fuseSuite('what a real mount and read load', () => {
   let cp: TestControlPlane | undefined;
   let mount: MountHandle | undefined;
   let mountTrace = '';
+  /** What the daemon had loaded when it printed `mounted`. */
+  let loadedAtReady: string[] = [];
 
   beforeAll(async () => {
     data = await makeDataDir({
@@ -90,6 +94,7 @@ fuseSuite('what a real mount and read load', () => {
     const t = traced();
     mountTrace = t.file;
     mount = await startMount({ serverUrl: cp.url, token, env: t.env });
+    loadedAtReady = await modules(mountTrace);
   });
   afterAll(async () => {
     await mount?.stop();
@@ -107,9 +112,21 @@ fuseSuite('what a real mount and read load', () => {
     expect(heavyIn(loaded, [/\/node_modules\/prom-client\//])).toEqual([]);
   });
 
-  it('the mount daemon loads none of pg, the MCP SDK, zod, aws4, the server', async () => {
+  it('the mount daemon is ready without pg, the MCP SDK, zod, aws4, prom-client, the server', () => {
+    expect(loadedAtReady.some((m) => m.endsWith('/dist/daemon/mount-daemon.js'))).toBe(true);
+    expect(loadedAtReady.some((m) => m.endsWith('/dist/daemon/fuse/native-fuse-adapter.js') || m.includes('/fuse-native/'))).toBe(true);
+    expect(heavyIn(loadedAtReady, [/\/node_modules\/prom-client\//, /\/dist\/metrics\/prometheus-metrics\.js$/])).toEqual([]);
+  });
+
+  it('`status` then loads the metrics registry and reports from it; still none of pg, the MCP SDK, zod, aws4, the server', async () => {
+    const m = mount as MountHandle;
+    const r = await run(process.execPath, [BIN, 'status', '--json', '--socket', m.socketPath]);
+    expect(r.code, r.stderr).toBe(0);
+    const status = JSON.parse(r.stdout) as { files: number; activity: { operations: unknown[]; eio: number } };
+    expect(status.files).toBe(2);
+    expect(status.activity.eio).toBe(0);
     const loaded = await modules(mountTrace);
-    expect(loaded.some((m) => m.endsWith('/dist/daemon/mount-daemon.js'))).toBe(true);
+    expect(loaded.some((x) => x.endsWith('/dist/metrics/prometheus-metrics.js'))).toBe(true);
     expect(heavyIn(loaded)).toEqual([]);
   });
 });

@@ -292,6 +292,30 @@ describe('batch over HTTP', () => {
     }
   });
 
+  it('an open of a file a stalled prefetch batch holds fetches it itself at once; the batch still delivers', async () => {
+    const c = client(proxy.url);
+    const cache = new ContentCache({ maxBytes: 64 << 20 });
+    const fetcher = new ContentFetcher({ client: c, cache });
+    try {
+      const tree = await planTree(c);
+      const notes = [...tree.files()].filter((f) => f.scope === 'team_payments');
+      proxy.setRules([{ mode: { kind: 'delay', ms: 3000 }, match: pathStartsWith('/v1/batch') }]);
+      let batchDone = false;
+      const batch = fetcher.fetchBatch('team_payments', notes, undefined, true).finally(() => {
+        batchDone = true;
+      });
+      const target = notes[7]!;
+      const opened = await fetcher.get(target);
+      expect(sha(opened)).toBe(target.sha256);
+      expect(batchDone, 'the open did not wait for the prefetch batch').toBe(false);
+      expect(fetcher.fetches).toBe(1);
+      expect((await batch).fetched.length).toBe(notes.length);
+    } finally {
+      proxy.setRules([]);
+      await c.close();
+    }
+  });
+
   it('an open waiting on a batch that fails is served by the per-file path', async () => {
     const c = client(proxy.url);
     const cache = new ContentCache({ maxBytes: 64 << 20 });

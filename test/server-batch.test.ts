@@ -12,6 +12,7 @@ import type { MembershipSource } from '../src/server/access/membership.js';
 import type { PackStore } from '../src/store/pack-store.js';
 import { makeDataDir, removeDataDir, writeDataFile, type DataDirSpec } from './helpers/data-dir.js';
 import { rawRequest, startControlPlane, type TestControlPlane } from './helpers/control-plane.js';
+import { CONTROL_PLANE_METRICS } from '../src/core/metrics.js';
 
 const sha = (b: Buffer | string) => createHash('sha256').update(b).digest('hex');
 
@@ -132,6 +133,39 @@ describe('POST /v1/batch', () => {
     expect(db!.header).toEqual({ path: 'runbooks/db.md', sha256: sha(db!.body), size: db!.body.length });
     expect(bigFrame!.body.equals(big)).toBe(true);
     await writeDataFile(dir, 'teams/payments/runbooks/db.md', 'db v1\n');
+  });
+
+  it('prefetch batches past --max-prefetch-batches are shed (503, Retry-After, x-kfs-shed) until a slot frees; others are not', async () => {
+    const s = await cp.createSession({ kind: 'personal', creator: 'alice', team: 'payments' });
+    const slots = cp.cp.options.maxPrefetchBatches;
+    const ask = (prefetch: boolean) =>
+      cp.cp.handler({
+        method: 'POST',
+        rawPath: '/v1/batch',
+        query: new URLSearchParams(),
+        authorization: `Bearer ${s.token}`,
+        ifNoneMatch: undefined,
+        body: Buffer.from(JSON.stringify({ scope: 'team_payments', paths: ['DUTY.md'] })),
+        signal: new AbortController().signal,
+        requestId: 'test',
+        prefetch,
+      });
+    // Answers whose streams are not read yet hold their slots.
+    const held = await Promise.all(Array.from({ length: slots }, () => ask(true)));
+    expect(held.map((r) => r.status)).toEqual(held.map(() => 200));
+    const shed = await ask(true);
+    expect(shed.status).toBe(503);
+    expect(shed.headers['retry-after']).toBe('1');
+    expect(shed.headers['x-kfs-shed']).toBe('1');
+    expect(JSON.parse(String(shed.body))).toMatchObject({ error: { code: 'unavailable' } });
+    expect((await ask(false)).status, 'an open (read-ahead) batch is never shed').toBe(200);
+    for await (const _ of held[0]!.stream!) void _;
+    const again = await ask(true);
+    expect(again.status, 'a slot freed when a stream ended').toBe(200);
+    held[0] = again;
+    const shedTotal = (await cp.cp.metrics.samples(CONTROL_PLANE_METRICS.prefetchShed))[0]?.value ?? 0;
+    expect(shedTotal).toBeGreaterThanOrEqual(1);
+    for (const r of held) for await (const _ of r.stream!) void _;
   });
 
   it('is decided once per batch: one audit record with action "open"', async () => {

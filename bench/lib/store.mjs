@@ -24,17 +24,17 @@ import { coldRounds } from './rounds.mjs';
 import { summarize } from './stats.mjs';
 
 const S3RVER_CHILD = join(REPO, 'test', 'helpers', 's3rver-child.cjs');
-const BUCKET = 'bench';
+export const BUCKET = 'bench';
 const TRANSFERS = 16;
 
-async function startS3(dir) {
+export async function startS3(dir) {
   mkdirSync(dir, { recursive: true });
   const handle = start('s3rver', process.execPath, ['--openssl-legacy-provider', S3RVER_CHILD, dir, '0', BUCKET]);
   const m = await handle.waitFor(/listening (\d+)/, 30_000);
   return { handle, endpoint: `http://127.0.0.1:${m[1]}` };
 }
 
-function envFor(s3) {
+export function envFor(s3) {
   const env = { ...process.env, AWS_ACCESS_KEY_ID: 'S3RVER', AWS_SECRET_ACCESS_KEY: 'S3RVER', AWS_REGION: 'us-east-1', AWS_ENDPOINT_URL_S3: s3.endpoint };
   // rclone's S3 remote from the environment (no config file); it trips over a CA bundle meant for TLS proxies.
   Object.assign(env, {
@@ -51,7 +51,7 @@ async function timedOk(what, cmd, env) {
   return r;
 }
 
-const publishCmd = (data, prefix) => `'${process.execPath}' '${BIN}' publish --data '${data}' --store s3://${BUCKET}/${prefix} --concurrency ${TRANSFERS} --json`;
+export const publishCmd = (data, prefix) => `'${process.execPath}' '${BIN}' publish --data '${data}' --store s3://${BUCKET}/${prefix} --concurrency ${TRANSFERS} --json`;
 const rcloneCmd = (verb, data, prefix) => `rclone ${verb} '${data}' kfsbench:${BUCKET}/${prefix} --transfers ${TRANSFERS} --checkers ${TRANSFERS} --retries 1`;
 
 async function startStoreServer(prefix, workDir, env) {

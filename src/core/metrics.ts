@@ -146,6 +146,7 @@ export const CONTROL_PLANE_METRICS = {
   }),
   membershipDuration: histogram('knowledgefs_membership_lookup_duration_seconds', 'Time one membership lookup took, by source.', { source: MEMBERSHIP_SOURCES }, LATENCY_BUCKETS),
   planLongPolls: gauge('knowledgefs_plan_long_polls_open', 'Plan long-polls waiting for a change now.', {}),
+  prefetchShed: counter('knowledgefs_prefetch_shed_total', 'Prefetch batches answered 503 + Retry-After because --max-prefetch-batches were being served already (the daemon asks again later).', {}),
   auditDropped: counter('knowledgefs_audit_dropped_total', 'Decisions the audit log dropped because its sink (stdout or PostgreSQL) was slow or down and the bounded buffer was full (the oldest go first); 0 with a file.', { sink: AUDIT_SINKS }),
   stateRoundTrips: counter('knowledgefs_state_round_trips_total', 'Queries sent to the PostgreSQL session state for requests and for following other replicas (one round trip each); 0 with a state file.', {}),
   sessions: gauge('knowledgefs_sessions', 'Sessions that are not revoked, by kind.', { kind: SESSION_KINDS }),

@@ -85,6 +85,18 @@ export interface GrantResponse {
 export const BATCH_MAX_PATHS = 1000;
 export const BATCH_CONTENT_TYPE = 'application/x-kfs-batch';
 
+/**
+ * Request header marking background work a daemon does for no one waiting
+ * (content prefetch): `x-kfs-priority: prefetch`. The control plane serves a
+ * bounded number of those at once (--max-prefetch-batches) and answers the
+ * rest 503 with Retry-After and SHED_HEADER, so an agent's opens and plans
+ * never queue behind a fleet's prefetch.
+ */
+export const PRIORITY_HEADER = 'x-kfs-priority';
+export const PREFETCH_PRIORITY = 'prefetch';
+/** On a 503: the request was shed for load (retry after Retry-After), not a failure of the replica. */
+export const SHED_HEADER = 'x-kfs-shed';
+
 export interface BatchRequest {
   /** Every path belongs to this one scope: the request is decided once. */
   readonly scope: string;

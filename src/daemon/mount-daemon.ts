@@ -18,7 +18,7 @@ import type { Plan } from '../core/session/plan.js';
 import { Tree, type TreeOptions } from '../core/tree/tree.js';
 import type { DaemonStatus } from '../core/wire.js';
 import { listenMetrics, type MetricsListener } from '../metrics/metrics-listener.js';
-import { PrometheusMetrics } from '../metrics/prometheus-metrics.js';
+import type { PrometheusMetrics } from '../metrics/prometheus-metrics.js';
 import { readActivity } from './socket/activity.js';
 import { CHANGE_MARGIN_MS, ChangedFiles } from './fuse/changed-files.js';
 import { ContentCache } from './content/content-cache.js';
@@ -61,8 +61,8 @@ export class MountDaemon {
   readonly binding: FuseBinding;
   private readonly chosenBinding: ChosenBinding;
   readonly readAhead: DirectoryReadAhead;
-  /** Every number `knowledgefs status` and `--metrics-listen` report. */
-  readonly metrics = new PrometheusMetrics(Object.values(D), { tallied: [D.fuseDuration] });
+  /** Every number `knowledgefs status` and `--metrics-listen` report: made at the first ask (`metrics()`). */
+  private metricsLoad: Promise<PrometheusMetrics> | undefined;
   private readonly meter = new FuseOpMeter();
   private readonly startedAt = Date.now();
   private metricsListener: MetricsListener | undefined;
@@ -126,12 +126,26 @@ export class MountDaemon {
     });
     // The first plan was fetched just before the daemon was built.
     this.sync.confirmedAt = Date.now();
-    this.metrics.beforeScrape(() => this.exportTotals());
+  }
+
+  /**
+   * The daemon's metrics registry. prom-client takes longer to load than the
+   * rest of the daemon (~50 ms of a ~150 ms start), and every value is copied
+   * from the parts' own totals at scrape time anyway, so it is loaded at the
+   * first status or scrape (or at start with --metrics-listen), not before
+   * the mount is ready.
+   */
+  metrics(): Promise<PrometheusMetrics> {
+    this.metricsLoad ??= import('../metrics/prometheus-metrics.js').then(({ PrometheusMetrics }) => {
+      const m = new PrometheusMetrics(Object.values(D), { tallied: [D.fuseDuration] });
+      m.beforeScrape(() => this.exportTotals(m));
+      return m;
+    });
+    return this.metricsLoad;
   }
 
   /** Copies the parts' running totals and state into the metrics (before each scrape). */
-  private exportTotals(): void {
-    const m = this.metrics;
+  private exportTotals(m: PrometheusMetrics): void {
     const { fetcher, grants, sync } = this;
     this.meter.exportTo(m);
     m.setTotal(D.cacheLookups, { result: 'hit' }, fetcher.hits);
@@ -179,7 +193,7 @@ export class MountDaemon {
     }
     if (this.opts.metricsListen !== undefined) {
       try {
-        this.metricsListener = await listenMetrics(this.opts.metricsListen, this.metrics, this.io.log);
+        this.metricsListener = await listenMetrics(this.opts.metricsListen, await this.metrics(), this.io.log);
       } catch (err) {
         await this.socket.close().catch(() => undefined);
         await this.fuse.unmount();
@@ -218,7 +232,7 @@ export class MountDaemon {
       scopes: [...this.tree.scopes],
       prefetch: { done: this.prefetch.progress.done, total: this.prefetch.progress.total },
       fuseBinding: describeBinding(this.chosenBinding),
-      activity: await readActivity(this.metrics, this.startedAt),
+      activity: await readActivity(await this.metrics(), this.startedAt),
     };
   }
 

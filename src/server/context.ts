@@ -14,6 +14,7 @@ import type { MembershipSource } from './access/membership.js';
 import type { ResolvedOptions } from './options.js';
 import type { PackStore } from '../store/pack-store.js';
 import type { PlanWakeups } from './http/plan-wakeups.js';
+import type { PrefetchSlots } from './http/prefetch-slots.js';
 import type { SessionRecord, SessionState } from './state/session-state.js';
 
 export interface RouteContext {
@@ -29,6 +30,8 @@ export interface RouteContext {
   readonly exposition: MetricsExposition;
   /** Wakes plan long-polls on changes; caps them per session. */
   readonly wakeups: PlanWakeups;
+  /** Bounds the prefetch batches served at once; the rest are shed (503 + Retry-After). */
+  readonly prefetchSlots: PrefetchSlots;
   /** The request being answered (the router sets it on its per-request copy); audit lines carry it. */
   readonly requestId?: string;
 }

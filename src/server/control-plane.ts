@@ -30,6 +30,7 @@ import { AUDIT_TO_POSTGRES, AUDIT_TO_STDOUT, resolveOptions, type ControlPlaneOp
 import type { DirectoryView, PackSource, SourceHooks } from './packs/pack-source.js';
 import type { PackStore } from '../store/pack-store.js';
 import { PlanWakeups } from './http/plan-wakeups.js';
+import { PrefetchSlots } from './http/prefetch-slots.js';
 import { createRouter, type Handler } from './http/router.js';
 import { openSessionState } from './state/open-session-state.js';
 import type { PersistedState, StateChange } from './state/file/session-registry.js';
@@ -146,6 +147,7 @@ export async function createControlPlaneServer(input: ControlPlaneOptions, deps:
     metrics,
     exposition: metrics,
     wakeups,
+    prefetchSlots: new PrefetchSlots(options.maxPrefetchBatches),
   };
   metrics.beforeScrape(() => {
     const sessions = ctx.sessions.stats();

@@ -85,6 +85,8 @@ export interface ControlPlaneOptions {
   readonly membershipRecheckMs?: number;
   /** Plan long-polls one session may hold at once; more are answered 429. Default 4. */
   readonly maxLongPollsPerSession?: number;
+  /** Prefetch batches (`x-kfs-priority: prefetch`) served at once; more are answered 503 + Retry-After. Default 4. */
+  readonly maxPrefetchBatches?: number;
   /** Where log lines go. Default stderr. */
   readonly log?: Log;
   /** Clock for audit times and the reminder's date. Default Date.now. */
@@ -118,6 +120,7 @@ export interface ResolvedOptions {
   readonly maxWaitMs: number;
   readonly membershipRecheckMs: number;
   readonly maxLongPollsPerSession: number;
+  readonly maxPrefetchBatches: number;
   readonly log: Log;
   readonly now: () => number;
 }
@@ -131,6 +134,7 @@ export const DEFAULTS = {
   maxWaitMs: 30_000,
   membershipRecheckMs: 2_000,
   maxLongPollsPerSession: 4,
+  maxPrefetchBatches: 4,
   stateHeartbeatMs: 1_000,
   s3TimeoutMs: 3_000,
   publicationPollMs: 500,
@@ -249,6 +253,7 @@ export function resolveOptions(o: ControlPlaneOptions): ResolvedOptions {
     maxWaitMs: positive('maxWaitMs', o.maxWaitMs, DEFAULTS.maxWaitMs, true),
     membershipRecheckMs: positive('--membership-recheck', o.membershipRecheckMs, DEFAULTS.membershipRecheckMs),
     maxLongPollsPerSession: wholeAtLeastOne('--max-long-polls', o.maxLongPollsPerSession, DEFAULTS.maxLongPollsPerSession),
+    maxPrefetchBatches: wholeAtLeastOne('--max-prefetch-batches', o.maxPrefetchBatches, DEFAULTS.maxPrefetchBatches),
     log: o.log ?? ((line) => process.stderr.write(`${line}\n`)),
     now: o.now ?? Date.now,
   };

@@ -54,6 +54,7 @@ interface ServeFlags extends StoreFlags {
   membershipTimeout: number;
   membershipRecheck: number;
   maxLongPolls: number;
+  maxPrefetchBatches: number;
   auditLog?: string;
   auditRetention: number;
   auditBuffer: number;
@@ -111,6 +112,7 @@ export function registerServe(program: Command, ctx: CliContext, result: Command
     .addOption(parsedOption('--membership-timeout <duration>', 'timeout of one membership request', parseDuration, DEFAULTS.membershipTimeoutMs, formatDurationFlag(DEFAULTS.membershipTimeoutMs)))
     .addOption(parsedOption('--membership-recheck <duration>', 'how often a waiting plan long-poll asks the membership service again (other changes wake it at once); a revoked membership reaches a waiting plan within this', parseDuration, DEFAULTS.membershipRecheckMs, formatDurationFlag(DEFAULTS.membershipRecheckMs)))
     .addOption(parsedOption('--max-long-polls <n>', 'plan long-polls one session may hold at once; more are answered 429', (t) => parseCount(t, 1, 1000), DEFAULTS.maxLongPollsPerSession, String(DEFAULTS.maxLongPollsPerSession)))
+    .addOption(parsedOption('--max-prefetch-batches <n>', 'mount daemons\' background prefetch batches served at once; more are answered 503 with Retry-After (the daemon asks again later), so agents\' opens never wait behind a fleet\'s prefetch', (t) => parseCount(t, 1, 10_000), DEFAULTS.maxPrefetchBatches, String(DEFAULTS.maxPrefetchBatches)))
     .option('--audit-log <file|-|postgres>', 'where decisions go: a file, one JSON line each (default DATA/.knowledgefs/audit.log); - for JSON lines on stdout (the "listening on" line then goes to stderr); postgres to batch them into the --state database, shared by every replica')
     .addOption(parsedOption('--audit-retention <duration>', 'with --audit-log postgres: keep decisions this long (daily partitions; at least 1d)', parseDuration, DEFAULTS.auditRetentionMs, formatDurationFlag(DEFAULTS.auditRetentionMs)))
     .addOption(parsedOption('--audit-buffer <n>', 'with --audit-log - or postgres: decisions held while the sink is slow or down; beyond it the oldest are dropped (knowledgefs_audit_dropped_total)', (t) => parseCount(t, 1, 10_000_000), DEFAULTS.auditBufferRecords, String(DEFAULTS.auditBufferRecords)))
@@ -180,6 +182,7 @@ ${STORE_ENVIRONMENT}`,
         membershipTimeoutMs: flags.membershipTimeout,
         membershipRecheckMs: flags.membershipRecheck,
         maxLongPollsPerSession: flags.maxLongPolls,
+        maxPrefetchBatches: flags.maxPrefetchBatches,
         watch: flags.watch,
         watchScanIntervalMs: flags.watchScanInterval,
         scanIntervalMs: flags.scanInterval,

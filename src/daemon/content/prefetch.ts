@@ -17,11 +17,24 @@
 // `concurrency` workers, as before; a batch the control plane refused
 // (denied, not found, unauthorized) is not retried file by file: an open
 // asks again anyway.
+//
+// Prefetch yields to agents. Every request it makes is marked prefetch
+// (`x-kfs-priority`), and a control plane serving its share of those already
+// sheds the rest (503, Retry-After): the batch then waits that long, with
+// jitter so a fleet does not come back in step, and is asked again, instead of
+// falling back to per-file requests (which would add load exactly when there
+// is too much). And no prefetch request starts while an open is waiting on
+// bytes, or within FOREGROUND_QUIET_MS of one (ContentFetcher.foregroundQuiet).
 
 import { isKnowledgeError } from '../../core/errors.js';
 import { formatBytes } from '../../core/text/units.js';
 import type { FileNode, Tree } from '../../core/tree/tree.js';
-import type { ContentFetcher } from './fetcher.js';
+import { abortableSleep } from '../abortable-sleep.js';
+import { isShed } from '../control-plane/reply-error.js';
+import type { BatchOutcome, ContentFetcher, FileRef } from './fetcher.js';
+
+/** Prefetch starts no request until no open has waited on bytes for this long. */
+export const FOREGROUND_QUIET_MS = 100;
 
 /** Most files per batch (the server takes up to BATCH_MAX_PATHS). */
 export const BATCH_FILES = 400;
@@ -54,6 +67,8 @@ export class Prefetcher {
   /** Aborts the batches in flight on cancel (stop), so closing the client does not wait for them. */
   private abort = new AbortController();
   readonly progress: PrefetchProgress = { done: 0, total: 0 };
+  /** Batches the control plane shed (asked again after its Retry-After). */
+  shed = 0;
 
   constructor(private readonly opts: PrefetchOptions) {}
 
@@ -73,6 +88,34 @@ export class Prefetcher {
   /** Resolves when the latest run has finished or been cancelled. */
   idle(): Promise<void> {
     return this.current;
+  }
+
+  /**
+   * One prefetch batch, started only when no open is waiting, and asked again
+   * after the control plane's Retry-After (with jitter, so a fleet does not
+   * come back in step) for as long as it sheds it and this run is current.
+   * Files delivered before a shed stay delivered; the outcome covers them all.
+   */
+  private async fetchBatchPolitely(files: readonly FileNode[], signal: AbortSignal, generation: number): Promise<BatchOutcome> {
+    const { fetcher } = this.opts;
+    const fetched: FileRef[] = [];
+    const failed: FileRef[] = [];
+    const skipped: FileRef[] = [];
+    let ask: readonly FileRef[] = files;
+    for (;;) {
+      await fetcher.foregroundQuiet(FOREGROUND_QUIET_MS, signal);
+      const outcome = await fetcher.fetchBatch(files[0]!.scope, ask, signal, true);
+      fetched.push(...outcome.fetched);
+      failed.push(...outcome.failed);
+      skipped.push(...outcome.skipped);
+      if (!isShed(outcome.error) || generation !== this.generation || signal.aborted) {
+        return { fetched, failed, skipped, unanswered: outcome.unanswered, ...(outcome.error !== undefined ? { error: outcome.error } : {}) };
+      }
+      this.shed++;
+      ask = outcome.unanswered;
+      if (ask.length === 0) return { fetched, failed, skipped, unanswered: [] };
+      await abortableSleep(outcome.error.retryAfterMs * (0.5 + Math.random()), signal);
+    }
   }
 
   private async run(tree: Tree, generation: number): Promise<void> {
@@ -121,7 +164,7 @@ export class Prefetcher {
     const batchWorker = async () => {
       while (nextBatch < batches.length && generation === this.generation) {
         const files = batches[nextBatch++]!;
-        const outcome = await fetcher.fetchBatch(files[0]!.scope, files, signal);
+        const outcome = await this.fetchBatchPolitely(files, signal, generation);
         const refused = isKnowledgeError(outcome.error) && ['denied', 'not_found', 'unauthorized', 'forbidden'].includes(outcome.error.code);
         if (outcome.error !== undefined && !refused && !batchProblem && generation === this.generation) {
           batchProblem = true; // once per run
@@ -142,7 +185,8 @@ export class Prefetcher {
       while (next < perFile.length && generation === this.generation) {
         const file = perFile[next++]!;
         try {
-          await fetcher.get(file);
+          await fetcher.foregroundQuiet(FOREGROUND_QUIET_MS, signal);
+          await fetcher.get(file, { prefetch: true });
           advance(1, file.size, 0);
         } catch {
           advance(1, 0, 1);

@@ -56,4 +56,6 @@ export interface BatchOptions {
   /** A frame announcing more bytes than this fails the batch (`integrity`). */
   readonly maxFileBytes: number;
   readonly signal?: AbortSignal | undefined;
+  /** Background work (content prefetch): marked so the control plane may shed it (ShedError) while it serves agents first. */
+  readonly prefetch?: boolean;
 }

@@ -45,7 +45,10 @@ import type { BatchOptions, ControlClient, FileBody, PlanRequest } from './contr
 import { JsonStreamParser } from './json-stream.js';
 import {
   BATCH_CONTENT_TYPE,
+  PREFETCH_PRIORITY,
+  PRIORITY_HEADER,
   SHA256_HEADER,
+  SHED_HEADER,
   type CanLoadRequest,
   type CanLoadResponse,
   type ManifestResponse,
@@ -56,7 +59,7 @@ import {
 } from '../../core/wire.js';
 import { describeNetworkError, readCapped, send, type Transport } from './http-send.js';
 import { parseServerUrls, Replicas } from './replicas.js';
-import { replyError, type Reply } from './reply-error.js';
+import { replyError, retryAfterMs, ShedError, type Reply } from './reply-error.js';
 import { checkCanLoadResponse, checkGrant, checkManifest, checkPlan, checkPlanChanges, checkReadResponse, checkReminder, checkSession } from './wire-check.js';
 
 export interface HttpControlClientOptions {
@@ -195,7 +198,12 @@ export class HttpControlClient implements ControlClient {
       res = await send(this.transport, `${this.serverUrl}/v1/batch`, {
         agent: this.agent,
         method: 'POST',
-        headers: { authorization: `Bearer ${this.token}`, 'content-type': 'application/json', [REQUEST_ID_HEADER]: newRequestId('kfsd') },
+        headers: {
+          authorization: `Bearer ${this.token}`,
+          'content-type': 'application/json',
+          [REQUEST_ID_HEADER]: newRequestId('kfsd'),
+          ...(opts.prefetch === true ? { [PRIORITY_HEADER]: PREFETCH_PRIORITY } : {}),
+        },
         body: JSON.stringify({ scope, paths }),
         signal: opts.signal,
         // Bounds the wait for the headers and every gap between body chunks.
@@ -208,6 +216,10 @@ export class HttpControlClient implements ControlClient {
       throw new KnowledgeError('unavailable', `control plane at ${server} unavailable: ${describeNetworkError(err)}`);
     }
     const status = res.statusCode ?? 0;
+    if (status === 503 && res.headers[SHED_HEADER] !== undefined) {
+      res.resume(); // a short JSON body nobody needs; the connection stays usable
+      throw new ShedError(`control plane at ${this.serverUrl} is busy; prefetch asked to wait`, retryAfterMs(res.headers['retry-after']));
+    }
     if (status !== 200) {
       let body: Buffer;
       try {

@@ -37,3 +37,26 @@ export function replyError(reply: Reply, server: string): KnowledgeError {
   if (code !== undefined && code !== 'internal' && code !== 'config') return new KnowledgeError(code, message ?? code);
   return new KnowledgeError('unavailable', `control plane at ${server} answered ${status}${message ? `: ${message}` : ''}`);
 }
+
+/**
+ * A prefetch request the control plane shed for load (503 with
+ * `x-kfs-shed`): the replica is fine, it is serving foreground work first.
+ * The prefetcher waits `retryAfterMs` and asks again; nothing else retries it
+ * or moves to another replica for it.
+ */
+export class ShedError extends KnowledgeError {
+  constructor(
+    message: string,
+    readonly retryAfterMs: number,
+  ) {
+    super('unavailable', message);
+  }
+}
+
+export const isShed = (err: unknown): err is ShedError => err instanceof ShedError;
+
+/** Retry-After in ms (seconds, as the control plane sends it), within [100 ms, 30 s]; 1 s when absent or unreadable. */
+export function retryAfterMs(header: string | string[] | undefined): number {
+  const seconds = Number(Array.isArray(header) ? header[0] : header);
+  return Number.isFinite(seconds) ? Math.min(30_000, Math.max(100, seconds * 1000)) : 1000;
+}

@@ -19,6 +19,7 @@
 import { isKnowledgeError } from '../../core/errors.js';
 import type { Plan } from '../../core/session/plan.js';
 import type { ControlClient } from '../control-plane/control-client.js';
+import { abortableSleep } from '../abortable-sleep.js';
 
 export const MAX_BACKOFF_MS = 10_000;
 
@@ -33,19 +34,6 @@ export interface SyncLoopOptions {
   readonly revoked: (message: string) => void;
   readonly log: (line: string) => void;
   readonly sleep?: (ms: number, signal: AbortSignal) => Promise<void>;
-}
-
-function abortableSleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) return resolve();
-    const timer = setTimeout(done, ms);
-    signal.addEventListener('abort', done, { once: true });
-    function done() {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    }
-  });
 }
 
 export class SyncLoop {

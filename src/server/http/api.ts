@@ -23,6 +23,8 @@ export interface ApiRequest {
   readonly signal: AbortSignal;
   /** The client's `x-request-id`, or one made up for it (echoed in the answer, written to audit and log lines). */
   readonly requestId: string;
+  /** True for background work nobody waits for (`x-kfs-priority: prefetch`): served only while a prefetch slot is free. */
+  readonly prefetch?: boolean;
 }
 
 export interface ApiResponse {

@@ -25,6 +25,7 @@
 // their batches to fit both (see prefetch.ts).
 
 import { KnowledgeError } from '../../core/errors.js';
+import { CONTROL_PLANE_METRICS } from '../../core/metrics.js';
 import { packPathProblem } from '../../core/paths.js';
 import type { PlanFile, ScopeSnapshot } from '../../core/session/plan.js';
 import { parseScope, type ScopeName } from '../../core/scope.js';
@@ -33,6 +34,7 @@ import type { ApiRequest, ApiResponse } from './api.js';
 import { decider, denialResponse, type RouteContext } from '../context.js';
 import type { PackFile } from '../../store/pack-store.js';
 import type { SessionRecord } from '../state/session-state.js';
+import { releasingAtEnd } from './prefetch-slots.js';
 
 /** Bytes read from the store ahead of what the socket has taken. */
 const READ_AHEAD_BYTES = 4 * 1024 * 1024;
@@ -157,12 +159,29 @@ async function* batchFrames(ctx: RouteContext, scope: ScopeName, paths: readonly
 
 export async function batchRoute(ctx: RouteContext, session: SessionRecord, req: ApiRequest): Promise<ApiResponse> {
   const { scope, paths } = parseBatchRequest(req.body);
-  const decision = await decider(ctx, session).decide(scope, 'open');
-  if (!decision.allowed) return denialResponse(session, decision, scope);
+  // A prefetch batch is shed before it is decided (no audit record for work not done) when its slots are taken.
+  const release = req.prefetch === true ? ctx.prefetchSlots.take() : undefined;
+  if (req.prefetch === true && release === undefined) {
+    ctx.metrics.inc(CONTROL_PLANE_METRICS.prefetchShed, {});
+    return ctx.prefetchSlots.shedResponse();
+  }
+  try {
+    const decision = await decider(ctx, session).decide(scope, 'open');
+    if (!decision.allowed) {
+      release?.();
+      return denialResponse(session, decision, scope);
+    }
+  } catch (err) {
+    release?.();
+    throw err;
+  }
+  const frames = batchFrames(ctx, scope, paths, req.signal);
+  // A client gone before the stream started never runs the generator's `finally`: its abort releases too.
+  if (release !== undefined) req.signal.addEventListener('abort', release, { once: true });
   return {
     status: 200,
     headers: { 'content-type': BATCH_CONTENT_TYPE },
     body: '',
-    stream: batchFrames(ctx, scope, paths, req.signal),
+    stream: release === undefined ? frames : releasingAtEnd(frames, release),
   };
 }

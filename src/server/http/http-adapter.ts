@@ -12,6 +12,7 @@ import { performance } from 'node:perf_hooks';
 import type { Log } from '../../core/text/log-line.js';
 import { acceptRequestId, newRequestId, REQUEST_ID_HEADER } from '../../core/request-id.js';
 import { CONTROL_PLANE_METRICS as M, NO_METRICS, statusClass, type MetricsRecorder } from '../../core/metrics.js';
+import { PREFETCH_PRIORITY, PRIORITY_HEADER } from '../../core/wire.js';
 import { errorResponse, type ApiRequest, type ApiResponse } from './api.js';
 import { httpRouteOf, type Handler } from './router.js';
 
@@ -142,6 +143,7 @@ export function createHttpServer(handler: Handler, options: HttpAdapterOptions, 
         body,
         signal: controller.signal,
         requestId,
+        prefetch: req.headers[PRIORITY_HEADER] === PREFETCH_PRIORITY,
       };
       const isHead = apiRequest.method === 'HEAD';
       const response = await handler(isHead ? { ...apiRequest, method: 'GET' } : apiRequest);
