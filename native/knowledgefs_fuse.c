@@ -5,7 +5,7 @@
 // and attributes can be cached for a long time without going stale.
 //
 // Threads:
-// - the session thread runs fuse_session_loop. Each request is copied into a
+// - the session threads run fuse_session_loop_mt. Each request is copied into a
 //   message and handed to JavaScript through a thread-safe function; the
 //   session thread never waits for JavaScript, so it goes straight back to
 //   reading the next request. Write-type operations are answered EROFS here.
@@ -17,6 +17,18 @@
 //   request waits for JavaScript's reply: sent from the JavaScript thread, a
 //   notification could wait forever. From its own thread it just waits.
 //
+// The fast path: an OPEN of a node JavaScript has marked servable (its
+// version's bytes verified and in memory), in a scope whose grant is fresh
+// (JavaScript pushes each scope's grant deadline, and drops it on a
+// revocation), is answered here on the session thread, and so is the RELEASE
+// of such a handle: no trip into JavaScript. Its handle is FAST_FH; a READ of
+// it (the kernel's page cache missed) goes to JavaScript, which serves the
+// bytes of that node id. JavaScript drops nodes from the table on every tree
+// swap that replaces or removes them and when the kernel forgets them.
+//
+// The session loop is libfuse's multi-threaded one: the fast path answers on
+// whichever thread read the request, and the others keep reading.
+//
 // One mount per process (the daemon mounts once). Node ids and request
 // handles travel to JavaScript as doubles: user-space pointers fit in 53 bits
 // on the 64-bit Linux targets this is built for.
@@ -25,6 +37,7 @@
 #define NAPI_VERSION 8
 
 #include <errno.h>
+#include <fcntl.h>
 #include <fuse_lowlevel.h>
 #include <node_api.h>
 #include <pthread.h>
@@ -33,6 +46,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <time.h>
 
 enum op {
   OP_LOOKUP = 1,
@@ -88,6 +102,131 @@ static struct {
     .queue_lock = PTHREAD_MUTEX_INITIALIZER,
     .queue_cond = PTHREAD_COND_INITIALIZER,
 };
+
+/* ---------- the fast path's tables (any session thread reads, JavaScript writes) ---------- */
+
+/* The handle of an open answered here: above every handle JavaScript allocates (< 2^31). */
+#define FAST_FH ((uint64_t)1 << 40)
+
+typedef struct fast_node {
+  struct fast_node *next;
+  fuse_ino_t ino;
+  uint32_t scope;
+} fast_node_t;
+
+static struct {
+  pthread_rwlock_t lock;
+  fast_node_t **buckets; /* chained by ino */
+  size_t nbuckets;       /* a power of two, or 0 */
+  size_t count;
+  double *grant_until; /* per scope id: Date.now() milliseconds until which its grant is fresh */
+  size_t nscopes;
+  uint64_t opens;    /* answered here (atomic) */
+  uint64_t releases; /* answered here (atomic) */
+} fast = {.lock = PTHREAD_RWLOCK_INITIALIZER};
+
+static size_t fast_slot(fuse_ino_t ino) { return (size_t)((ino * 0x9E3779B97F4A7C15ull) >> 20) & (fast.nbuckets - 1); }
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (double)ts.tv_sec * 1000.0 + (double)ts.tv_nsec / 1e6;
+}
+
+/* Under the write lock. */
+static void fast_grow(void) {
+  size_t n = fast.nbuckets == 0 ? 1024 : fast.nbuckets * 2;
+  fast_node_t **b = calloc(n, sizeof *b);
+  if (b == NULL) return; /* keeps the old table: only longer chains */
+  size_t old = fast.nbuckets;
+  fast_node_t **ob = fast.buckets;
+  fast.buckets = b;
+  fast.nbuckets = n;
+  for (size_t i = 0; i < old; i++) {
+    for (fast_node_t *e = ob[i], *next; e != NULL; e = next) {
+      next = e->next;
+      size_t k = fast_slot(e->ino);
+      e->next = b[k];
+      b[k] = e;
+    }
+  }
+  free(ob);
+}
+
+static void fast_put(fuse_ino_t ino, uint32_t scope) {
+  pthread_rwlock_wrlock(&fast.lock);
+  if (fast.count >= fast.nbuckets) fast_grow();
+  if (fast.nbuckets > 0) {
+    size_t k = fast_slot(ino);
+    fast_node_t *e = fast.buckets[k];
+    while (e != NULL && e->ino != ino) e = e->next;
+    if (e == NULL && (e = malloc(sizeof *e)) != NULL) {
+      e->ino = ino;
+      e->next = fast.buckets[k];
+      fast.buckets[k] = e;
+      fast.count++;
+    }
+    if (e != NULL) e->scope = scope;
+  }
+  pthread_rwlock_unlock(&fast.lock);
+}
+
+static void fast_drop(fuse_ino_t ino) {
+  pthread_rwlock_wrlock(&fast.lock);
+  if (fast.nbuckets > 0) {
+    fast_node_t **p = &fast.buckets[fast_slot(ino)];
+    while (*p != NULL && (*p)->ino != ino) p = &(*p)->next;
+    if (*p != NULL) {
+      fast_node_t *e = *p;
+      *p = e->next;
+      free(e);
+      fast.count--;
+    }
+  }
+  pthread_rwlock_unlock(&fast.lock);
+}
+
+static void fast_clear(void) {
+  pthread_rwlock_wrlock(&fast.lock);
+  for (size_t i = 0; i < fast.nbuckets; i++) {
+    for (fast_node_t *e = fast.buckets[i], *next; e != NULL; e = next) {
+      next = e->next;
+      free(e);
+    }
+    fast.buckets[i] = NULL;
+  }
+  fast.count = 0;
+  for (size_t i = 0; i < fast.nscopes; i++) fast.grant_until[i] = 0;
+  pthread_rwlock_unlock(&fast.lock);
+}
+
+static void fast_grant(uint32_t scope, double until) {
+  pthread_rwlock_wrlock(&fast.lock);
+  if (scope >= fast.nscopes) {
+    size_t n = scope + 16;
+    double *g2 = realloc(fast.grant_until, n * sizeof *g2);
+    if (g2 != NULL) {
+      for (size_t i = fast.nscopes; i < n; i++) g2[i] = 0;
+      fast.grant_until = g2;
+      fast.nscopes = n;
+    }
+  }
+  if (scope < fast.nscopes) fast.grant_until[scope] = until;
+  pthread_rwlock_unlock(&fast.lock);
+}
+
+/* True when `ino` may be opened without JavaScript: servable, and its scope's grant is fresh now. */
+static int fast_servable(fuse_ino_t ino) {
+  int ok = 0;
+  pthread_rwlock_rdlock(&fast.lock);
+  if (fast.nbuckets > 0) {
+    fast_node_t *e = fast.buckets[fast_slot(ino)];
+    while (e != NULL && e->ino != ino) e = e->next;
+    if (e != NULL && e->scope < fast.nscopes) ok = now_ms() < fast.grant_until[e->scope];
+  }
+  pthread_rwlock_unlock(&fast.lock);
+  return ok;
+}
 
 /* ---------- requests: session thread → JavaScript ---------- */
 
@@ -164,6 +303,14 @@ static void ll_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 }
 
 static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
+  const int write_intent = O_WRONLY | O_RDWR | O_CREAT | O_TRUNC | O_APPEND;
+  if ((fi->flags & write_intent) == 0 && fast_servable(ino)) {
+    fi->fh = FAST_FH;
+    fi->keep_cache = 1;
+    fi->noflush = 1;
+    if (fuse_reply_open(req, fi) == 0) __atomic_add_fetch(&fast.opens, 1, __ATOMIC_RELAXED);
+    return;
+  }
   post_number(OP_OPEN, req, ino, (double)fi->flags);
 }
 
@@ -190,6 +337,11 @@ static void post_handle(int op, fuse_req_t req, fuse_ino_t ino, struct fuse_file
 }
 
 static void ll_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
+  if (fi->fh == FAST_FH) {
+    fuse_reply_err(req, 0);
+    __atomic_add_fetch(&fast.releases, 1, __ATOMIC_RELAXED);
+    return;
+  }
   post_handle(OP_RELEASE, req, ino, fi);
 }
 
@@ -289,7 +441,9 @@ static void *inval_main(void *arg) {
 
 static void *session_main(void *arg) {
   (void)arg;
-  fuse_session_loop(g.se);
+  /* Idle threads stay (up to 10): a burst of opens would otherwise create and end threads. */
+  struct fuse_loop_config cfg = {.clone_fd = 0, .max_idle_threads = 10};
+  fuse_session_loop_mt(g.se, &cfg);
   pthread_mutex_lock(&g.queue_lock);
   g.inval_stop = 1;
   pthread_cond_signal(&g.queue_cond);
@@ -301,6 +455,7 @@ static void *session_main(void *arg) {
   fuse_session_destroy(g.se);
   g.se = NULL;
   pthread_rwlock_unlock(&g.alive);
+  fast_clear();
   message_t *m = calloc(1, sizeof *m);
   if (m != NULL) {
     m->op = OP_ENDED;
@@ -640,6 +795,42 @@ static napi_value js_inval_inode(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
+/* fastAllow(ino, scopeId): opens of `ino` may be answered here while the scope's grant is fresh. */
+static napi_value js_fast_allow(napi_env env, napi_callback_info info) {
+  napi_value argv[2];
+  if (!get_args(env, info, 2, argv)) return NULL;
+  fast_put((fuse_ino_t)num(env, argv[0]), (uint32_t)num(env, argv[1]));
+  return NULL;
+}
+
+/* fastDrop(ino): opens of `ino` go to JavaScript again. */
+static napi_value js_fast_drop(napi_env env, napi_callback_info info) {
+  napi_value argv[1];
+  if (!get_args(env, info, 1, argv)) return NULL;
+  fast_drop((fuse_ino_t)num(env, argv[0]));
+  return NULL;
+}
+
+/* fastGrant(scopeId, untilMs): the scope's grant is fresh until that Date.now() time (0: not at all). */
+static napi_value js_fast_grant(napi_env env, napi_callback_info info) {
+  napi_value argv[2];
+  if (!get_args(env, info, 2, argv)) return NULL;
+  fast_grant((uint32_t)num(env, argv[0]), num(env, argv[1]));
+  return NULL;
+}
+
+/* fastCounts() → [opens, releases] answered here so far. */
+static napi_value js_fast_counts(napi_env env, napi_callback_info info) {
+  (void)info;
+  napi_value arr, v;
+  CHECK(env, napi_create_array_with_length(env, 2, &arr));
+  CHECK(env, napi_create_double(env, (double)__atomic_load_n(&fast.opens, __ATOMIC_RELAXED), &v));
+  CHECK(env, napi_set_element(env, arr, 0, v));
+  CHECK(env, napi_create_double(env, (double)__atomic_load_n(&fast.releases, __ATOMIC_RELAXED), &v));
+  CHECK(env, napi_set_element(env, arr, 1, v));
+  return arr;
+}
+
 static napi_value init(napi_env env, napi_value exports) {
   napi_property_descriptor props[] = {
       {"mount", NULL, js_mount, NULL, NULL, NULL, napi_default, NULL},
@@ -654,6 +845,10 @@ static napi_value init(napi_env env, napi_value exports) {
       {"replyStatfs", NULL, js_reply_statfs, NULL, NULL, NULL, napi_default, NULL},
       {"invalEntry", NULL, js_inval_entry, NULL, NULL, NULL, napi_default, NULL},
       {"invalInode", NULL, js_inval_inode, NULL, NULL, NULL, napi_default, NULL},
+      {"fastAllow", NULL, js_fast_allow, NULL, NULL, NULL, napi_default, NULL},
+      {"fastDrop", NULL, js_fast_drop, NULL, NULL, NULL, napi_default, NULL},
+      {"fastGrant", NULL, js_fast_grant, NULL, NULL, NULL, napi_default, NULL},
+      {"fastCounts", NULL, js_fast_counts, NULL, NULL, NULL, napi_default, NULL},
   };
   if (napi_define_properties(env, exports, sizeof props / sizeof props[0], props) != napi_ok) return NULL;
   return exports;

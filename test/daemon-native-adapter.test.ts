@@ -13,7 +13,7 @@ import { ContentCache } from '../src/daemon/content/content-cache.js';
 import { ContentFetcher } from '../src/daemon/content/fetcher.js';
 import { KnowledgeFilesystem } from '../src/daemon/filesystem.js';
 import { GrantCache } from '../src/daemon/content/grant-cache.js';
-import type { NativeAddon } from '../src/daemon/fuse/native-addon-api.js';
+import { FAST_FH, type NativeAddon } from '../src/daemon/fuse/native-addon-api.js';
 import { NATIVE_CACHE_SEC, NativeFuseSession } from '../src/daemon/fuse/native-fuse-adapter.js';
 import { FakeControlClient } from './helpers/fake-control-client.js';
 
@@ -71,9 +71,29 @@ class RecordingAddon implements NativeAddon {
   invalInode(ino: number): void {
     this.calls.push(['invalInode', ino]);
   }
+  /** The addon's fast path as JavaScript told it: servable node ids and each scope's grant deadline. */
+  readonly fastNodes = new Map<number, number>();
+  readonly grantUntil = new Map<number, number>();
+  fastAllow(ino: number, scopeId: number): void {
+    this.fastNodes.set(ino, scopeId);
+  }
+  fastDrop(ino: number): void {
+    this.fastNodes.delete(ino);
+  }
+  fastGrant(scopeId: number, untilMs: number): void {
+    this.grantUntil.set(scopeId, untilMs);
+  }
+  fastCounts(): [number, number] {
+    return [0, 0];
+  }
+  /** What the addon's ll_open decides for a read-only open of `ino` at `now`: answered by itself? */
+  servesOpen(ino: number, now = Date.now()): boolean {
+    const scope = this.fastNodes.get(ino);
+    return scope !== undefined && now < (this.grantUntil.get(scope) ?? 0);
+  }
 }
 
-function harness() {
+function harness(grantTtlMs = 5000) {
   const client = new FakeControlClient();
   client.put('account/DUTY.md', '# Account\n');
   client.put('account/runbooks/a.md', 'alpha\n');
@@ -81,7 +101,7 @@ function harness() {
   let tree = Tree.fromPlan(client.currentPlan(), undefined);
   const fs = new KnowledgeFilesystem({
     tree: () => tree,
-    grants: new GrantCache(client, 5000),
+    grants: new GrantCache(client, grantTtlMs),
     fetcher: new ContentFetcher({ client, cache: new ContentCache({ maxBytes: 1 << 20 }) }),
     requestTimeoutMs: 2000,
   });
@@ -124,7 +144,7 @@ describe('native adapter', () => {
     expect(await h.ask(READ, inoOf(duty), opened[2] as number, 4096, 0)).toEqual(['buf', 106, '# Account\n']);
     expect(await h.ask(RELEASE, inoOf(duty), opened[2] as number)).toEqual(['err', 107, 0]);
     expect((await h.ask(OPEN, inoOf(duty), 0, fsConstants.O_WRONLY))[2]).toBe(E.EROFS);
-    expect(h.addon.options).toBe('fsname=knowledgefs,subtype=knowledgefs');
+    expect(h.addon.options).toBe('fsname=knowledgefs,subtype=knowledgefs,ro');
   });
 
   it('a change: only names under held directories are invalidated; the old inode keeps its stat, opens of it are ESTALE, a held handle keeps its bytes', async () => {
@@ -172,12 +192,71 @@ describe('native adapter', () => {
     const h = harness();
     const account = inoOf(await h.ask(LOOKUP, ROOT_INO, 0, 0, 0, 'account'));
     const dir = await h.ask(OPENDIR, account);
-    expect(dir.slice(3)).toEqual([false, true]); // the kernel caches the listing
+    expect(dir.slice(3)).toEqual([true, true]); // the kernel caches the listing, across descriptors too
     const t = h.tree();
     const all = await h.ask(READDIR, account, dir[2] as number, 4096, 0);
     expect(all[3]).toEqual(['.', '..', 'DUTY.md', 'runbooks']);
     expect(all[4]).toEqual([account, ROOT_INO, t.get('/account/DUTY.md')?.stat.ino, t.get('/account/runbooks')?.stat.ino]);
     expect((await h.ask(READDIR, account, dir[2] as number, 4096, 3))[3]).toEqual(['runbooks']);
     expect((await h.ask(READDIR, account, dir[2] as number, 4096, 4))[3]).toEqual([]);
+  });
+
+  it('fast path: a node opened here is answered by the addon while its scope\'s grant is fresh, with the deadline the core holds', async () => {
+    const h = harness();
+    const account = inoOf(await h.ask(LOOKUP, ROOT_INO, 0, 0, 0, 'account'));
+    const duty = inoOf(await h.ask(LOOKUP, account, 0, 0, 0, 'DUTY.md'));
+    const runbooks = inoOf(await h.ask(LOOKUP, account, 0, 0, 0, 'runbooks'));
+    const a = inoOf(await h.ask(LOOKUP, runbooks, 0, 0, 0, 'a.md'));
+    expect(h.addon.servesOpen(duty)).toBe(false); // never opened: the first open is the core's
+    const asked = Date.now();
+    await h.ask(OPEN, duty, 0, fsConstants.O_RDONLY);
+    expect(h.addon.servesOpen(duty)).toBe(true);
+    expect(h.addon.servesOpen(a)).toBe(false); // same scope, not opened yet
+    const until = [...h.addon.grantUntil.values()][0] as number;
+    expect(until).toBeGreaterThanOrEqual(asked + 5000);
+    expect(until).toBeLessThanOrEqual(Date.now() + 5000);
+    expect(h.addon.servesOpen(duty, until)).toBe(false); // not one moment past the grant
+    // A read of a handle the addon opened is served by node id.
+    expect(await h.ask(READ, duty, FAST_FH, 4096, 2)).toEqual(['buf', expect.any(Number), 'Account\n']);
+    expect(await h.ask(RELEASE, duty, FAST_FH)).toEqual(['err', expect.any(Number), 0]);
+  });
+
+  it('fast path: --grant-ttl 0 never; an edit, a lost scope, a forget and a revoked session take nodes off it at the swap', async () => {
+    const strict = harness(0);
+    const account0 = inoOf(await strict.ask(LOOKUP, ROOT_INO, 0, 0, 0, 'account'));
+    const duty0 = inoOf(await strict.ask(LOOKUP, account0, 0, 0, 0, 'DUTY.md'));
+    await strict.ask(OPEN, duty0, 0, fsConstants.O_RDONLY);
+    expect(strict.addon.servesOpen(duty0)).toBe(false);
+
+    const h = harness();
+    const account = inoOf(await h.ask(LOOKUP, ROOT_INO, 0, 0, 0, 'account'));
+    const duty = inoOf(await h.ask(LOOKUP, account, 0, 0, 0, 'DUTY.md'));
+    const team = inoOf(await h.ask(LOOKUP, ROOT_INO, 0, 0, 0, 'team_x'));
+    const x = inoOf(await h.ask(LOOKUP, team, 0, 0, 0, 'DUTY.md'));
+    const runbooks = inoOf(await h.ask(LOOKUP, account, 0, 0, 0, 'runbooks'));
+    const a = inoOf(await h.ask(LOOKUP, runbooks, 0, 0, 0, 'a.md'));
+    for (const ino of [duty, x, a]) await h.ask(OPEN, ino, 0, fsConstants.O_RDONLY);
+    expect([duty, x, a].map((ino) => h.addon.servesOpen(ino))).toEqual([true, true, true]);
+
+    // An edit: the old version's node id leaves (its open is ESTALE in the core), the others stay.
+    h.client.put('account/DUTY.md', '# Account, edited\n');
+    h.swap(Tree.fromPlan(h.client.currentPlan(), h.tree()));
+    expect([duty, x, a].map((ino) => h.addon.servesOpen(ino))).toEqual([false, true, true]);
+
+    // The scope leaves the tree (creator removed from the team): its nodes leave at the swap, and its grant.
+    h.swap(h.tree().withoutScope('team_x'));
+    expect(h.addon.servesOpen(x)).toBe(false);
+    expect(await h.ask(READ, x, FAST_FH, 4096, 0)).toEqual(['err', expect.any(Number), E.ESTALE]);
+
+    // The kernel forgets a node: it leaves too.
+    h.addon.handler(FORGET, 0, 0, 0, 0, 0, new Float64Array([a, 1]));
+    expect(h.addon.servesOpen(a)).toBe(false);
+
+    // The session revoked (the tree emptied): nothing stays.
+    const edited = inoOf(await h.ask(LOOKUP, account, 0, 0, 0, 'DUTY.md'));
+    await h.ask(OPEN, edited, 0, fsConstants.O_RDONLY);
+    expect(h.addon.servesOpen(edited)).toBe(true);
+    h.swap(Tree.empty({}, h.tree()));
+    expect(h.addon.servesOpen(edited)).toBe(false);
   });
 });

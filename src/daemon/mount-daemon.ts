@@ -133,7 +133,8 @@ export class MountDaemon {
   private exportTotals(): void {
     const m = this.metrics;
     const { fetcher, grants, sync } = this;
-    this.meter.exportTo(m);
+    const fast = this.fuse?.answeredByBinding?.() ?? { opens: 0, releases: 0 };
+    this.meter.exportTo(m, { open: fast.opens, release: fast.releases });
     m.setTotal(D.cacheLookups, { result: 'hit' }, fetcher.hits);
     m.setTotal(D.cacheLookups, { result: 'miss' }, fetcher.misses);
     m.setTotal(D.fetches, { kind: 'file', result: 'ok' }, fetcher.fetches - fetcher.fetchErrors);
@@ -143,7 +144,7 @@ export class MountDaemon {
     m.setTotal(D.fetchedBytes, {}, fetcher.fetchedBytes);
     m.setTotal(D.readAheads, {}, this.readAhead.started);
     m.setTotal(D.grants, { result: 'asked' }, grants.requests);
-    m.setTotal(D.grants, { result: 'reused' }, grants.reused);
+    m.setTotal(D.grants, { result: 'reused' }, grants.reused + fast.opens);
     m.setTotal(D.syncs, { result: 'ok' }, sync.syncs);
     m.setTotal(D.syncs, { result: 'error' }, sync.errors);
     const cache = this.cache.stats();

@@ -52,7 +52,18 @@ export interface NativeAddon {
   replyStatfs(req: number, blocks: number, files: number): void;
   invalEntry(parentIno: number, name: string): void;
   invalInode(ino: number): void;
+  /** Opens of `ino` may be answered by the addon itself while scope `scopeId`'s grant is fresh. */
+  fastAllow(ino: number, scopeId: number): void;
+  /** Opens of `ino` reach JavaScript again. */
+  fastDrop(ino: number): void;
+  /** Scope `scopeId`'s grant is fresh until `untilMs` (a Date.now() time; 0: not fresh). */
+  fastGrant(scopeId: number, untilMs: number): void;
+  /** [opens, releases] the addon answered itself so far. */
+  fastCounts(): [number, number];
 }
+
+/** The handle of an open the addon answered itself (above every handle the daemon allocates). */
+export const FAST_FH = 2 ** 40;
 
 let addon: { readonly addon: NativeAddon; readonly origin: string } | undefined;
 

@@ -15,10 +15,17 @@
 //   revocation: when a scope leaves the tree, the kernel is told to drop the
 //   pages and listings of every node of it it holds, and the daemon answers
 //   their reads ESTALE and their listings empty;
-// - every `open` still comes here and is authorised by the core. An open of
-//   an inode the tree has since replaced answers ESTALE, which makes the
-//   kernel look the path up again and retry once.
-// Directory listings are cached by the kernel too (cache_readdir) until the
+// - every `open` is authorised by the core the first time, and again
+//   whenever its scope's grant has expired. An open of an inode the tree has
+//   since replaced answers ESTALE, which makes the kernel look the path up
+//   again and retry once. Once a node has been opened here, the addon answers
+//   its later opens and releases itself while the scope's grant is fresh (the
+//   fast path: the grant deadlines are pushed to it as the core learns them,
+//   and dropped on revocation); a node leaves the fast path when a tree swap
+//   replaces or removes it or its scope, or the kernel forgets it. A read of a
+//   fast-path handle (FAST_FH) comes here and is served by node id.
+// Directory listings are cached by the kernel too (cache_readdir, and
+// keep_cache on opendir so they outlive the descriptor) until the
 // directory's inode is invalidated.
 //
 // The kernel's lookup count per inode is kept here (`known`): a node id the
@@ -31,10 +38,10 @@ import { constants } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { KnowledgeError } from '../../core/errors.js';
 import { treeChanges } from '../../core/tree/tree-changes.js';
-import { parentPath, ROOT_INO, type DirNode, type NodeStat, type Tree, type TreeNode } from '../../core/tree/tree.js';
+import { parentPath, ROOT_INO, type DirNode, type FileNode, type NodeStat, type Tree, type TreeNode } from '../../core/tree/tree.js';
 import { ErrnoMapper } from './errno.js';
 import type { KnowledgeFilesystem } from '../filesystem.js';
-import { OP, OP_KINDS, loadNativeAddon, type NativeAddon } from './native-addon-api.js';
+import { FAST_FH, OP, OP_KINDS, loadNativeAddon, type NativeAddon } from './native-addon-api.js';
 import type { FuseMount, FuseMountOptions } from './fuse-adapter.js';
 import { devFdPath } from './handed-mount.js';
 import { mountEntry } from './stale-mount.js';
@@ -76,6 +83,10 @@ export interface NativeMountOptions extends FuseMountOptions {
 export class NativeFuseSession implements FuseMount {
   private readonly known = new Map<number, Known>();
   private readonly dirs = new Map<number, OpenDir>();
+  /** Nodes the addon may open itself (its fast path), as it was told. */
+  private readonly fast = new Map<number, FileNode>();
+  /** A small number per scope, as the addon knows scopes. */
+  private readonly scopeIds = new Map<string, number>();
   private nextDirHandle = 1;
   private readonly errors: ErrnoMapper;
   private readonly cacheSec: number;
@@ -98,7 +109,8 @@ export class NativeFuseSession implements FuseMount {
 
   mount(mountpoint: string): void {
     this.mountpoint = mountpoint;
-    const options = ['fsname=knowledgefs', 'subtype=knowledgefs'];
+    // ro: the kernel refuses writes itself, and never invalidates attributes for an atime update after a READ or READDIR.
+    const options = ['fsname=knowledgefs', 'subtype=knowledgefs', 'ro'];
     if (this.opts.allowOther === true) options.push('allow_other');
     if (this.opts.defaultPermissions === true) options.push('default_permissions');
     // A handed-over descriptor: libfuse serves `/dev/fd/N` as it is (the kernel options were the mounter's).
@@ -108,10 +120,44 @@ export class NativeFuseSession implements FuseMount {
     } catch (err) {
       throw new KnowledgeError('config', `cannot mount ${mountpoint}: ${err instanceof Error ? err.message : String(err)}`);
     }
+    this.fs.watchGrants((scope, untilMs) => this.native.fastGrant(this.scopeId(scope), untilMs));
+  }
+
+  private scopeId(scope: string): number {
+    let id = this.scopeIds.get(scope);
+    if (id === undefined) {
+      id = this.scopeIds.size;
+      this.scopeIds.set(scope, id);
+    }
+    return id;
+  }
+
+  answeredByBinding(): { opens: number; releases: number } {
+    const [opens, releases] = this.native.fastCounts();
+    return { opens, releases };
+  }
+
+  /** An open of `node` (node id `ino`) succeeded here: later ones may be answered by the addon. */
+  private allowFast(ino: number, node: FileNode): void {
+    if (this.hasEnded || this.fast.has(ino) || this.opts.tree().get(node.path)?.stat.ino !== ino) return;
+    this.fast.set(ino, node);
+    this.native.fastAllow(ino, this.scopeId(node.scope));
+  }
+
+  private dropFast(ino: number): void {
+    if (this.fast.delete(ino)) this.native.fastDrop(ino);
+  }
+
+  /** Before anything else on a swap: no node the new tree replaced or lost, or of a scope it lost, stays on the fast path. */
+  private dropReplacedFast(after: Tree): void {
+    for (const [ino, node] of this.fast) {
+      if (!after.hasScope(node.scope) || after.get(node.path)?.stat.ino !== ino) this.dropFast(ino);
+    }
   }
 
   /** Tells the kernel what changed between two trees (queued; sent from the addon's own thread). */
   treeChanged(before: Tree, after: Tree): void {
+    this.dropReplacedFast(after);
     const changes = treeChanges(before, after);
     for (const e of changes.entries) if (this.kernelHolds(e.parentIno)) this.native.invalEntry(e.parentIno, e.name);
     for (const ino of changes.dirs) if (this.kernelHolds(ino)) this.native.invalInode(ino);
@@ -213,10 +259,11 @@ export class NativeFuseSession implements FuseMount {
       case OP.open:
         return this.open(req, ino, a);
       case OP.read:
+        if (fh === FAST_FH) return this.readFast(req, ino, a, b);
         this.native.replyBuf(req, this.fs.slice(fh, a, b));
         return 0;
       case OP.release:
-        this.fs.release(fh);
+        if (fh !== FAST_FH) this.fs.release(fh);
         this.native.replyErr(req, 0);
         return 0;
       case OP.opendir:
@@ -246,6 +293,7 @@ export class NativeFuseSession implements FuseMount {
         }
         this.hasEnded = true;
         this.known.clear();
+        this.fast.clear();
         this.dirs.clear();
         this.markEnded();
         return undefined;
@@ -302,7 +350,10 @@ export class NativeFuseSession implements FuseMount {
       const held = this.known.get(ino);
       if (held === undefined) continue;
       held.lookups -= pairs[i + 1]!;
-      if (held.lookups <= 0) this.known.delete(ino);
+      if (held.lookups <= 0) {
+        this.known.delete(ino);
+        this.dropFast(ino);
+      }
     }
   }
 
@@ -321,12 +372,14 @@ export class NativeFuseSession implements FuseMount {
     const opened = this.fs.open(node.path, flags);
     if (typeof opened === 'number') {
       this.native.replyOpen(req, opened, true, false);
+      if (node.kind === 'file') this.allowFast(ino, node);
       return 0;
     }
     const started = this.opts.meter === undefined ? 0 : performance.now();
     opened.then(
       (fh) => {
         this.native.replyOpen(req, fh, true, false);
+        if (node.kind === 'file') this.allowFast(ino, node);
         this.count(OP.open, started, 0);
       },
       (err: unknown) => {
@@ -345,7 +398,32 @@ export class NativeFuseSession implements FuseMount {
     const tree = this.opts.tree();
     const parent = ino === ROOT_INO ? undefined : tree.get(parentPath(dir.path));
     this.dirs.set(fh, { dir, tree, parentIno: parent?.stat.ino ?? ROOT_INO });
-    this.native.replyOpen(req, fh, false, true);
+    // keep_cache: the listing the kernel cached outlives this descriptor (until the directory's inode is invalidated).
+    this.native.replyOpen(req, fh, true, true);
+  }
+
+  /** A read of a handle the addon opened itself: the bytes of that node id's version. */
+  private readFast(req: number, ino: number, size: number, offset: number): number | undefined {
+    const node = this.nodeOf(ino);
+    if (node.kind !== 'file') throw new KnowledgeError('not_found', `not a file: ${node.path}`);
+    const bytes = this.fs.sliceNode(node, size, offset);
+    if (!(bytes instanceof Promise)) {
+      this.native.replyBuf(req, bytes);
+      return 0;
+    }
+    const started = this.opts.meter === undefined ? 0 : performance.now();
+    bytes.then(
+      (buf) => {
+        this.native.replyBuf(req, buf);
+        this.count(OP.read, started, 0);
+      },
+      (err: unknown) => {
+        const errno = this.errors.toErrno(err);
+        this.native.replyErr(req, errno);
+        this.count(OP.read, started, -errno);
+      },
+    );
+    return undefined;
   }
 
   /**
