@@ -61,6 +61,7 @@ enum op {
   OP_STATFS = 10,
   OP_ACCESS = 11,
   OP_ENDED = 12,
+  OP_READDIRPLUS = 13,
 };
 
 typedef struct message {
@@ -354,6 +355,10 @@ static void ll_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, s
   post_sized(OP_READDIR, req, ino, size, off, fi);
 }
 
+static void ll_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi) {
+  post_sized(OP_READDIRPLUS, req, ino, size, off, fi);
+}
+
 static void ll_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
   post_handle(OP_RELEASEDIR, req, ino, fi);
 }
@@ -394,6 +399,7 @@ static const struct fuse_lowlevel_ops ops = {
     .release = ll_release,
     .opendir = ll_opendir,
     .readdir = ll_readdir,
+    .readdirplus = ll_readdirplus,
     .releasedir = ll_releasedir,
     .statfs = ll_statfs,
     .access = ll_access,
@@ -741,6 +747,75 @@ static napi_value js_reply_dir(napi_env env, napi_callback_info info) {
   return result;
 }
 
+/*
+ * replyDirPlus(req, size, firstOffset, names, stats, attrTimeout, entryTimeout) → how many entries fit.
+ * stats: a Float64Array of 7 numbers per entry (ino, mode, size, mtimeMs, nlink, uid, gid), as replyEntry takes
+ * them. Entry i gets offset firstOffset + i + 1. The kernel takes one lookup of every entry that fits except "."
+ * and "..": the caller counts them.
+ */
+static napi_value js_reply_dir_plus(napi_env env, napi_callback_info info) {
+  napi_value argv[7];
+  if (!get_args(env, info, 7, argv)) return NULL;
+  fuse_req_t req = req_of(env, argv[0]);
+  size_t size = (size_t)num(env, argv[1]);
+  double first = num(env, argv[2]);
+  double attr_timeout = num(env, argv[5]);
+  double entry_timeout = num(env, argv[6]);
+  uint32_t count = 0;
+  CHECK(env, napi_get_array_length(env, argv[3], &count));
+  napi_typedarray_type type;
+  size_t nstats = 0;
+  void *data = NULL;
+  CHECK(env, napi_get_typedarray_info(env, argv[4], &type, &nstats, &data, NULL, NULL));
+  if (type != napi_float64_array || nstats < (size_t)count * 7) {
+    napi_throw_type_error(env, NULL, "knowledgefs_fuse: replyDirPlus needs 7 stats per name");
+    return NULL;
+  }
+  const double *st = data;
+  char *buf = malloc(size == 0 ? 1 : size);
+  if (buf == NULL) {
+    REPLY(fuse_reply_err(req, ENOMEM));
+    return NULL;
+  }
+  size_t used = 0;
+  uint32_t added = 0;
+  char name[1024];
+  for (uint32_t i = 0; i < count; i++) {
+    napi_value v;
+    size_t len;
+    if (napi_get_element(env, argv[3], i, &v) != napi_ok || napi_get_value_string_utf8(env, v, name, sizeof name, &len) != napi_ok) break;
+    const double *s7 = st + 7 * (size_t)i;
+    struct fuse_entry_param e;
+    memset(&e, 0, sizeof e);
+    e.attr.st_ino = (ino_t)s7[0];
+    e.attr.st_mode = (mode_t)s7[1];
+    e.attr.st_size = (off_t)s7[2];
+    e.attr.st_nlink = (nlink_t)s7[4];
+    e.attr.st_uid = (uid_t)s7[5];
+    e.attr.st_gid = (gid_t)s7[6];
+    e.attr.st_blksize = 4096;
+    e.attr.st_blocks = (e.attr.st_size + 511) / 512;
+    int64_t ms = (int64_t)s7[3];
+    e.attr.st_mtim.tv_sec = ms / 1000;
+    e.attr.st_mtim.tv_nsec = (ms % 1000) * 1000000;
+    e.attr.st_atim = e.attr.st_mtim;
+    e.attr.st_ctim = e.attr.st_mtim;
+    e.ino = e.attr.st_ino;
+    e.generation = 1;
+    e.attr_timeout = attr_timeout;
+    e.entry_timeout = entry_timeout;
+    size_t need = fuse_add_direntry_plus(req, buf + used, size - used, name, &e, (off_t)(first + i + 1));
+    if (need > size - used) break;
+    used += need;
+    added++;
+  }
+  REPLY(fuse_reply_buf(req, buf, used));
+  free(buf);
+  napi_value result;
+  CHECK(env, napi_create_uint32(env, added, &result));
+  return result;
+}
+
 /* replyStatfs(req, blocks, files) */
 static napi_value js_reply_statfs(napi_env env, napi_callback_info info) {
   napi_value argv[3];
@@ -842,6 +917,7 @@ static napi_value init(napi_env env, napi_value exports) {
       {"replyOpen", NULL, js_reply_open, NULL, NULL, NULL, napi_default, NULL},
       {"replyBuf", NULL, js_reply_buf, NULL, NULL, NULL, napi_default, NULL},
       {"replyDir", NULL, js_reply_dir, NULL, NULL, NULL, napi_default, NULL},
+      {"replyDirPlus", NULL, js_reply_dir_plus, NULL, NULL, NULL, napi_default, NULL},
       {"replyStatfs", NULL, js_reply_statfs, NULL, NULL, NULL, napi_default, NULL},
       {"invalEntry", NULL, js_inval_entry, NULL, NULL, NULL, napi_default, NULL},
       {"invalInode", NULL, js_inval_inode, NULL, NULL, NULL, napi_default, NULL},

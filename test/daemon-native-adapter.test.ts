@@ -30,6 +30,7 @@ const READ = 5;
 const RELEASE = 6;
 const OPENDIR = 7;
 const READDIR = 8;
+const READDIRPLUS = 13;
 
 class RecordingAddon implements NativeAddon {
   handler: Handler = () => undefined;
@@ -61,6 +62,14 @@ class RecordingAddon implements NativeAddon {
   replyDir(req: number, _size: number, first: number, names: string[], inos: number[]): number {
     this.calls.push(['dir', req, first, [...names], [...inos]]);
     return names.length;
+  }
+  /** How many entries a READDIRPLUS reply takes (the rest do not fit), like the buffer size does in the addon. */
+  plusFits = Infinity;
+  replyDirPlus(req: number, _size: number, first: number, names: string[], stats: Float64Array, attrTimeout: number, entryTimeout: number): number {
+    const n = Math.min(names.length, this.plusFits);
+    const rows = names.slice(0, n).map((name, i) => [name, stats[i * 7], stats[i * 7 + 2]]);
+    this.calls.push(['dirplus', req, first, rows, attrTimeout, entryTimeout]);
+    return n;
   }
   replyStatfs(req: number, blocks: number, files: number): void {
     this.calls.push(['statfs', req, blocks, files]);
@@ -258,5 +267,27 @@ describe('native adapter', () => {
     expect(h.addon.servesOpen(edited)).toBe(true);
     h.swap(Tree.empty({}, h.tree()));
     expect(h.addon.servesOpen(edited)).toBe(false);
+  });
+
+  it('readdirplus: each entry with its attributes and hour-long caches; the kernel holds a lookup of each that fitted, not of "." or ".."', async () => {
+    const h = harness();
+    const account = inoOf(await h.ask(LOOKUP, ROOT_INO, 0, 0, 0, 'account'));
+    const dir = await h.ask(OPENDIR, account);
+    const t = h.tree();
+    const duty = t.get('/account/DUTY.md')!.stat.ino;
+    const runbooks = t.get('/account/runbooks')!.stat.ino;
+    h.addon.plusFits = 3; // ".", "..", DUTY.md
+    const first = await h.ask(READDIRPLUS, account, dir[2] as number, 4096, 0);
+    expect(first).toEqual(['dirplus', expect.any(Number), 0, [['.', account, 4096], ['..', ROOT_INO, expect.any(Number)], ['DUTY.md', duty, 10]], NATIVE_CACHE_SEC, NATIVE_CACHE_SEC]);
+    h.addon.plusFits = Infinity;
+    expect((await h.ask(READDIRPLUS, account, dir[2] as number, 4096, 3))[3]).toEqual([['runbooks', runbooks, 4096]]);
+    // DUTY.md and runbooks are held once each now (their node ids resolve), so one FORGET of each lets them go.
+    expect((await h.ask(GETATTR, duty))[0]).toBe('attr');
+    expect((await h.ask(GETATTR, runbooks))[0]).toBe('attr');
+    h.addon.handler(FORGET, 0, 0, 0, 0, 0, new Float64Array([duty, 1, runbooks, 1]));
+    expect(await h.ask(GETATTR, duty)).toEqual(['err', expect.any(Number), E.ENOENT]);
+    expect(await h.ask(GETATTR, runbooks)).toEqual(['err', expect.any(Number), E.ENOENT]);
+    // The directory itself was looked up once and listed as ".": still held.
+    expect((await h.ask(GETATTR, account))[0]).toBe('attr');
   });
 });

@@ -21,6 +21,7 @@ export const OP = {
   statfs: 10,
   access: 11,
   ended: 12,
+  readdirplus: 13,
 } as const;
 
 /** The metric name of each request kind (fuse-op-meter.ts). */
@@ -32,6 +33,7 @@ export const OP_KINDS: Readonly<Partial<Record<number, FuseOp>>> = {
   [OP.release]: 'release',
   [OP.opendir]: 'opendir',
   [OP.readdir]: 'readdir',
+  [OP.readdirplus]: 'readdir',
   [OP.releasedir]: 'releasedir',
   [OP.statfs]: 'statfs',
   [OP.access]: 'access',
@@ -49,6 +51,8 @@ export interface NativeAddon {
   replyOpen(req: number, fh: number, keepCache: boolean, cacheDir: boolean): void;
   replyBuf(req: number, data: Buffer): void;
   replyDir(req: number, size: number, firstOffset: number, names: string[], inos: number[], modes: number[]): number;
+  /** Like replyDir, each entry with its attributes (7 numbers each in `stats`: ino, mode, size, mtimeMs, nlink, uid, gid); the kernel takes a lookup of each that fits, "." and ".." aside. */
+  replyDirPlus(req: number, size: number, firstOffset: number, names: string[], stats: Float64Array, attrTimeout: number, entryTimeout: number): number;
   replyStatfs(req: number, blocks: number, files: number): void;
   invalEntry(parentIno: number, name: string): void;
   invalInode(ino: number): void;

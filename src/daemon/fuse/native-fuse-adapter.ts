@@ -57,6 +57,10 @@ export const NATIVE_CACHE_SEC = 3600;
 const UNMOUNT_WAIT_MS = 2000;
 /** Smallest directory entry libfuse writes (24-byte header + name padded to 8). */
 const MIN_DIRENT = 32;
+/** Smallest readdirplus entry: a 128-byte fuse_entry_out before it. */
+const MIN_DIRENT_PLUS = MIN_DIRENT + 128;
+/** Numbers per entry in replyDirPlus's stats. */
+const STAT_FIELDS = 7;
 
 interface Known {
   node: TreeNode;
@@ -270,7 +274,10 @@ export class NativeFuseSession implements FuseMount {
         this.opendir(req, ino);
         return 0;
       case OP.readdir:
-        this.readdir(req, fh, a, b);
+        this.readdir(req, fh, a, b, false);
+        return 0;
+      case OP.readdirplus:
+        this.readdir(req, fh, a, b, true);
         return 0;
       case OP.releasedir:
         this.dirs.delete(fh);
@@ -334,12 +341,7 @@ export class NativeFuseSession implements FuseMount {
       return -E.ENOENT;
     }
     const s = node.stat;
-    const held = this.known.get(s.ino);
-    if (held === undefined) this.known.set(s.ino, { node, lookups: 1 });
-    else {
-      held.node = node;
-      held.lookups++;
-    }
+    this.hold(node);
     this.native.replyEntry(req, s.ino, s.mode, s.size, s.mtime, s.nlink, s.uid, s.gid, this.cacheSec, this.cacheSec);
     return 0;
   }
@@ -431,9 +433,12 @@ export class NativeFuseSession implements FuseMount {
    * the tree it started in (offset 0, so a rewind starts afresh from the
    * current tree); once the current tree no longer has the directory (its
    * scope revoked, or the path removed) the handle lists nothing more, like a
-   * removed directory.
+   * removed directory. READDIRPLUS (`plus`) sends each entry's attributes
+   * too, so `ls -l` and `find` need no LOOKUP of what they list; the kernel
+   * then holds a lookup of every entry that fitted, counted here as a LOOKUP
+   * would be.
    */
-  private readdir(req: number, fh: number, size: number, offset: number): void {
+  private readdir(req: number, fh: number, size: number, offset: number, plus: boolean): void {
     let open = this.dirs.get(fh);
     if (open === undefined) throw new KnowledgeError('not_found', `bad directory handle ${fh}`);
     const current = this.opts.tree();
@@ -450,13 +455,15 @@ export class NativeFuseSession implements FuseMount {
     const names: string[] = [];
     const inos: number[] = [];
     const modes: number[] = [];
-    const most = Math.ceil(size / MIN_DIRENT);
+    const nodes: (TreeNode | undefined)[] = [];
+    const most = Math.ceil(size / (plus ? MIN_DIRENT_PLUS : MIN_DIRENT));
     const total = dir.names.length + 2;
     for (let i = offset; i < total && names.length < most; i++) {
       if (i < 2) {
         names.push(i === 0 ? '.' : '..');
         inos.push(i === 0 ? dir.stat.ino : open.parentIno);
         modes.push(dir.stat.mode);
+        nodes.push(i === 0 ? dir : undefined);
         continue;
       }
       const name = dir.names[i - 2]!;
@@ -464,8 +471,33 @@ export class NativeFuseSession implements FuseMount {
       names.push(name);
       inos.push(child?.stat.ino ?? 0);
       modes.push(child?.stat.mode ?? 0);
+      nodes.push(child);
     }
-    this.native.replyDir(req, size, offset, names, inos, modes);
+    if (!plus) {
+      this.native.replyDir(req, size, offset, names, inos, modes);
+      return;
+    }
+    const stats = new Float64Array(names.length * STAT_FIELDS);
+    nodes.forEach((node, j) => {
+      // ".." of a directory whose parent is not at hand: its number and mode only (the kernel takes no lookup of it).
+      const s = node?.stat ?? { ino: inos[j]!, mode: modes[j]!, size: 0, mtime: 0, nlink: 2, uid: dir.stat.uid, gid: dir.stat.gid };
+      stats.set([s.ino, s.mode, s.size, s.mtime, s.nlink, s.uid, s.gid], j * STAT_FIELDS);
+    });
+    const added = this.native.replyDirPlus(req, size, offset, names, stats, this.cacheSec, this.cacheSec);
+    for (let j = 0; j < added; j++) {
+      const node = nodes[j];
+      if (offset + j >= 2 && node !== undefined) this.hold(node);
+    }
+  }
+
+  /** The kernel took one more lookup of `node` (a LOOKUP, or an entry of a READDIRPLUS). */
+  private hold(node: TreeNode): void {
+    const held = this.known.get(node.stat.ino);
+    if (held === undefined) this.known.set(node.stat.ino, { node, lookups: 1 });
+    else {
+      held.node = node;
+      held.lookups++;
+    }
   }
 }
 
