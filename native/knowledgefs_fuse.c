@@ -121,6 +121,7 @@ static struct {
   size_t nbuckets;       /* a power of two, or 0 */
   size_t count;
   double *grant_until; /* per scope id: Date.now() milliseconds until which its grant is fresh */
+  uint8_t *used;       /* per scope id: an open was answered here since JavaScript last asked (fastTakeUsed) */
   size_t nscopes;
   uint64_t opens;    /* answered here (atomic) */
   uint64_t releases; /* answered here (atomic) */
@@ -197,7 +198,10 @@ static void fast_clear(void) {
     fast.buckets[i] = NULL;
   }
   fast.count = 0;
-  for (size_t i = 0; i < fast.nscopes; i++) fast.grant_until[i] = 0;
+  for (size_t i = 0; i < fast.nscopes; i++) {
+    fast.grant_until[i] = 0;
+    fast.used[i] = 0;
+  }
   pthread_rwlock_unlock(&fast.lock);
 }
 
@@ -206,9 +210,14 @@ static void fast_grant(uint32_t scope, double until) {
   if (scope >= fast.nscopes) {
     size_t n = scope + 16;
     double *g2 = realloc(fast.grant_until, n * sizeof *g2);
-    if (g2 != NULL) {
-      for (size_t i = fast.nscopes; i < n; i++) g2[i] = 0;
-      fast.grant_until = g2;
+    if (g2 != NULL) fast.grant_until = g2;
+    uint8_t *u2 = g2 == NULL ? NULL : realloc(fast.used, n * sizeof *u2);
+    if (u2 != NULL) fast.used = u2;
+    if (g2 != NULL && u2 != NULL) {
+      for (size_t i = fast.nscopes; i < n; i++) {
+        g2[i] = 0;
+        u2[i] = 0;
+      }
       fast.nscopes = n;
     }
   }
@@ -224,6 +233,7 @@ static int fast_servable(fuse_ino_t ino) {
     fast_node_t *e = fast.buckets[fast_slot(ino)];
     while (e != NULL && e->ino != ino) e = e->next;
     if (e != NULL && e->scope < fast.nscopes) ok = now_ms() < fast.grant_until[e->scope];
+    if (ok) __atomic_store_n(&fast.used[e->scope], 1, __ATOMIC_RELAXED);
   }
   pthread_rwlock_unlock(&fast.lock);
   return ok;
@@ -894,6 +904,20 @@ static napi_value js_fast_grant(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
+/* fastTakeUsed(scopeId) → whether an open of that scope was answered here since the last call. */
+static napi_value js_fast_take_used(napi_env env, napi_callback_info info) {
+  napi_value argv[1];
+  if (!get_args(env, info, 1, argv)) return NULL;
+  uint32_t scope = (uint32_t)num(env, argv[0]);
+  bool used = false;
+  pthread_rwlock_rdlock(&fast.lock);
+  if (scope < fast.nscopes) used = __atomic_exchange_n(&fast.used[scope], 0, __ATOMIC_RELAXED) != 0;
+  pthread_rwlock_unlock(&fast.lock);
+  napi_value result;
+  CHECK(env, napi_get_boolean(env, used, &result));
+  return result;
+}
+
 /* fastCounts() → [opens, releases] answered here so far. */
 static napi_value js_fast_counts(napi_env env, napi_callback_info info) {
   (void)info;
@@ -924,6 +948,7 @@ static napi_value init(napi_env env, napi_value exports) {
       {"fastAllow", NULL, js_fast_allow, NULL, NULL, NULL, napi_default, NULL},
       {"fastDrop", NULL, js_fast_drop, NULL, NULL, NULL, napi_default, NULL},
       {"fastGrant", NULL, js_fast_grant, NULL, NULL, NULL, napi_default, NULL},
+      {"fastTakeUsed", NULL, js_fast_take_used, NULL, NULL, NULL, napi_default, NULL},
       {"fastCounts", NULL, js_fast_counts, NULL, NULL, NULL, napi_default, NULL},
   };
   if (napi_define_properties(env, exports, sizeof props / sizeof props[0], props) != napi_ok) return NULL;

@@ -95,10 +95,16 @@ class RecordingAddon implements NativeAddon {
   fastCounts(): [number, number] {
     return [0, 0];
   }
-  /** What the addon's ll_open decides for a read-only open of `ino` at `now`: answered by itself? */
+  readonly used = new Set<number>();
+  fastTakeUsed(scopeId: number): boolean {
+    return this.used.delete(scopeId);
+  }
+  /** What the addon's ll_open decides for a read-only open of `ino` at `now`: answered by itself? (It notes the scope as used.) */
   servesOpen(ino: number, now = Date.now()): boolean {
     const scope = this.fastNodes.get(ino);
-    return scope !== undefined && now < (this.grantUntil.get(scope) ?? 0);
+    const serves = scope !== undefined && now < (this.grantUntil.get(scope) ?? 0);
+    if (serves) this.used.add(scope);
+    return serves;
   }
 }
 
@@ -134,7 +140,7 @@ function harness(grantTtlMs = 5000) {
     tree = next;
     session.treeChanged(before, next);
   };
-  return { client, addon, session, ask, swap, tree: () => tree };
+  return { client, addon, session, ask, swap, tree: () => tree, fs };
 }
 
 const inoOf = (call: Call) => call[2] as number;
@@ -289,5 +295,25 @@ describe('native adapter', () => {
     expect(await h.ask(GETATTR, runbooks)).toEqual(['err', expect.any(Number), E.ENOENT]);
     // The directory itself was looked up once and listed as ".": still held.
     expect((await h.ask(GETATTR, account))[0]).toBe('attr');
+  });
+
+  it('fast path: a grant the addon used is asked for again before it lapses; one it did not use lapses', async () => {
+    const h = harness(300);
+    const account = inoOf(await h.ask(LOOKUP, ROOT_INO, 0, 0, 0, 'account'));
+    const duty = inoOf(await h.ask(LOOKUP, account, 0, 0, 0, 'DUTY.md'));
+    await h.ask(OPEN, duty, 0, fsConstants.O_RDONLY);
+    expect(h.client.calls.grant).toBe(1);
+    const firstUntil = [...h.addon.grantUntil.values()][0] as number;
+    expect(h.addon.servesOpen(duty)).toBe(true); // warm opens, answered by the addon: the core never sees them
+    // At 80 % of the TTL the grant is asked for again, so the addon's deadline moves on before it passes.
+    await new Promise((r) => setTimeout(r, 280));
+    expect(h.client.calls.grant).toBe(2);
+    const renewed = [...h.addon.grantUntil.values()][0] as number;
+    expect(renewed).toBeGreaterThan(firstUntil);
+    expect(renewed).toBeGreaterThan(Date.now());
+    // Not used since: no more requests, and the grant lapses.
+    await new Promise((r) => setTimeout(r, 400));
+    expect(h.client.calls.grant).toBe(2);
+    expect(h.addon.servesOpen(duty)).toBe(false);
   });
 });

@@ -222,6 +222,11 @@ export class KnowledgeFilesystem {
     this.deps.grants.watch(listener);
   }
 
+  /** Asks for `scope`'s grant again ahead of its expiry (GrantCache.renew), for a binding whose opens of it go on. */
+  renewGrant(scope: string): void {
+    this.deps.grants.renew(scope);
+  }
+
   /**
    * A read of an open the binding answered itself (its fast path) for `node`,
    * a version it opened: the same rules as `slice` (ESTALE once the tree no

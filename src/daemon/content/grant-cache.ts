@@ -64,6 +64,18 @@ export class GrantCache {
     return pending;
   }
 
+  /**
+   * Asks for `scope` again now, in the background, unless a request is out:
+   * a grant renewed before it lapses, so opens in use never wait for one. A
+   * refusal drops the grant (the next open asks, and hears the refusal).
+   */
+  renew(scope: string): void {
+    if (this.ttlMs <= 0 || this.inflight.has(scope)) return;
+    const pending = this.ask(scope).finally(() => this.inflight.delete(scope));
+    this.inflight.set(scope, pending);
+    pending.catch(() => undefined);
+  }
+
   /** Records a grant learned another way (a successful file fetch is an authorised open). */
   record(scope: string, askedAt: number): void {
     if (this.ttlMs <= 0) return;

@@ -62,6 +62,8 @@ export interface NativeAddon {
   fastDrop(ino: number): void;
   /** Scope `scopeId`'s grant is fresh until `untilMs` (a Date.now() time; 0: not fresh). */
   fastGrant(scopeId: number, untilMs: number): void;
+  /** Whether the addon answered an open of scope `scopeId` itself since the last call (and clears that). */
+  fastTakeUsed(scopeId: number): boolean;
   /** [opens, releases] the addon answered itself so far. */
   fastCounts(): [number, number];
 }

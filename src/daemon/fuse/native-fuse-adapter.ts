@@ -59,6 +59,12 @@ const UNMOUNT_WAIT_MS = 2000;
 const MIN_DIRENT = 32;
 /** Smallest readdirplus entry: a 128-byte fuse_entry_out before it. */
 const MIN_DIRENT_PLUS = MIN_DIRENT + 128;
+/**
+ * A grant the addon's fast path used is asked for again once this share of
+ * its life has passed, so a `grep -r` running across its expiry never waits
+ * for the control plane (the TTL still counts from each request).
+ */
+const RENEW_AT = 0.8;
 /** Numbers per entry in replyDirPlus's stats. */
 const STAT_FIELDS = 7;
 
@@ -91,6 +97,8 @@ export class NativeFuseSession implements FuseMount {
   private readonly fast = new Map<number, FileNode>();
   /** A small number per scope, as the addon knows scopes. */
   private readonly scopeIds = new Map<string, number>();
+  /** Per scope: the timer that renews its grant ahead of expiry if the fast path used it. */
+  private readonly renewals = new Map<string, NodeJS.Timeout>();
   private nextDirHandle = 1;
   private readonly errors: ErrnoMapper;
   private readonly cacheSec: number;
@@ -124,7 +132,28 @@ export class NativeFuseSession implements FuseMount {
     } catch (err) {
       throw new KnowledgeError('config', `cannot mount ${mountpoint}: ${err instanceof Error ? err.message : String(err)}`);
     }
-    this.fs.watchGrants((scope, untilMs) => this.native.fastGrant(this.scopeId(scope), untilMs));
+    this.fs.watchGrants((scope, untilMs) => this.grantChanged(scope, untilMs));
+  }
+
+  /**
+   * The core's deadline for `scope` moved: the addon hears it, and shortly
+   * before it passes the grant is asked for again if the addon answered
+   * opens of that scope meanwhile (the core never sees those opens).
+   */
+  private grantChanged(scope: string, untilMs: number): void {
+    const id = this.scopeId(scope);
+    this.native.fastGrant(id, untilMs);
+    clearTimeout(this.renewals.get(scope));
+    this.renewals.delete(scope);
+    if (untilMs === 0 || this.hasEnded) return;
+    const life = untilMs - Date.now();
+    if (life <= 0) return;
+    const timer = setTimeout(() => {
+      this.renewals.delete(scope);
+      if (this.native.fastTakeUsed(id)) this.fs.renewGrant(scope);
+    }, life * RENEW_AT);
+    timer.unref();
+    this.renewals.set(scope, timer);
   }
 
   private scopeId(scope: string): number {
@@ -301,6 +330,8 @@ export class NativeFuseSession implements FuseMount {
         this.hasEnded = true;
         this.known.clear();
         this.fast.clear();
+        for (const timer of this.renewals.values()) clearTimeout(timer);
+        this.renewals.clear();
         this.dirs.clear();
         this.markEnded();
         return undefined;
