@@ -25,6 +25,10 @@
 // it (the kernel's page cache missed) goes to JavaScript, which serves the
 // bytes of that node id. JavaScript drops nodes from the table on every tree
 // swap that replaces or removes them and when the kernel forgets them.
+// Directories JavaScript opened are in the table too: their OPENDIR is
+// answered here (a handle of its own, FAST_DIR_BIT), and so is the RELEASEDIR
+// of a handle whose listing the kernel had cached; a READDIR of one goes to
+// JavaScript, which starts the listing then, and hears its RELEASEDIR.
 //
 // The session loop is libfuse's multi-threaded one: the fast path answers on
 // whichever thread read the request, and the others keep reading.
@@ -108,6 +112,12 @@ static struct {
 
 /* The handle of an open answered here: above every handle JavaScript allocates (< 2^31). */
 #define FAST_FH ((uint64_t)1 << 40)
+/* Handles of opendirs answered here: this bit and a number of their own (JavaScript keys a listing by it). */
+#define FAST_DIR_BIT ((uint64_t)1 << 41)
+/* The scope id of a directory in the table: no grant needed (a listing is the plan's, not an open). */
+#define DIR_SCOPE UINT32_MAX
+/* Buckets of the set of fast directory handles whose READDIR reached JavaScript. */
+#define LISTED_BUCKETS 256
 
 typedef struct fast_node {
   struct fast_node *next;
@@ -125,7 +135,53 @@ static struct {
   size_t nscopes;
   uint64_t opens;    /* answered here (atomic) */
   uint64_t releases; /* answered here (atomic) */
+  uint64_t opendirs;    /* answered here (atomic) */
+  uint64_t releasedirs; /* answered here (atomic) */
+  uint64_t next_dir;    /* the number of the next fast directory handle (atomic) */
 } fast = {.lock = PTHREAD_RWLOCK_INITIALIZER};
+
+/*
+ * Fast directory handles whose listing reached JavaScript (a READDIR the
+ * kernel's cache could not answer): JavaScript holds state for them, so
+ * their RELEASEDIR goes to JavaScript too. Every other one is released here.
+ */
+typedef struct listed {
+  struct listed *next;
+  uint64_t fh;
+} listed_t;
+static struct {
+  pthread_mutex_t lock;
+  listed_t *buckets[LISTED_BUCKETS];
+} listed = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static void listed_add(uint64_t fh) {
+  pthread_mutex_lock(&listed.lock);
+  listed_t **b = &listed.buckets[fh % LISTED_BUCKETS];
+  listed_t *e = *b;
+  while (e != NULL && e->fh != fh) e = e->next;
+  if (e == NULL && (e = malloc(sizeof *e)) != NULL) {
+    e->fh = fh;
+    e->next = *b;
+    *b = e;
+  }
+  pthread_mutex_unlock(&listed.lock);
+}
+
+/* Removes `fh`; true if it was there. */
+static int listed_take(uint64_t fh) {
+  int found = 0;
+  pthread_mutex_lock(&listed.lock);
+  listed_t **p = &listed.buckets[fh % LISTED_BUCKETS];
+  while (*p != NULL && (*p)->fh != fh) p = &(*p)->next;
+  if (*p != NULL) {
+    listed_t *e = *p;
+    *p = e->next;
+    free(e);
+    found = 1;
+  }
+  pthread_mutex_unlock(&listed.lock);
+  return found;
+}
 
 static size_t fast_slot(fuse_ino_t ino) { return (size_t)((ino * 0x9E3779B97F4A7C15ull) >> 20) & (fast.nbuckets - 1); }
 
@@ -225,6 +281,19 @@ static void fast_grant(uint32_t scope, double until) {
   pthread_rwlock_unlock(&fast.lock);
 }
 
+/* True when directory `ino` may be opened without JavaScript (it is in the current tree, as JavaScript said). */
+static int fast_dir(fuse_ino_t ino) {
+  int ok = 0;
+  pthread_rwlock_rdlock(&fast.lock);
+  if (fast.nbuckets > 0) {
+    fast_node_t *e = fast.buckets[fast_slot(ino)];
+    while (e != NULL && e->ino != ino) e = e->next;
+    ok = e != NULL && e->scope == DIR_SCOPE;
+  }
+  pthread_rwlock_unlock(&fast.lock);
+  return ok;
+}
+
 /* True when `ino` may be opened without JavaScript: servable, and its scope's grant is fresh now. */
 static int fast_servable(fuse_ino_t ino) {
   int ok = 0;
@@ -232,7 +301,7 @@ static int fast_servable(fuse_ino_t ino) {
   if (fast.nbuckets > 0) {
     fast_node_t *e = fast.buckets[fast_slot(ino)];
     while (e != NULL && e->ino != ino) e = e->next;
-    if (e != NULL && e->scope < fast.nscopes) ok = now_ms() < fast.grant_until[e->scope];
+    if (e != NULL && e->scope != DIR_SCOPE && e->scope < fast.nscopes) ok = now_ms() < fast.grant_until[e->scope];
     if (ok) __atomic_store_n(&fast.used[e->scope], 1, __ATOMIC_RELAXED);
   }
   pthread_rwlock_unlock(&fast.lock);
@@ -357,19 +426,32 @@ static void ll_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 }
 
 static void ll_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
-  (void)fi;
+  if (fast_dir(ino)) {
+    fi->fh = FAST_DIR_BIT | (__atomic_add_fetch(&fast.next_dir, 1, __ATOMIC_RELAXED) & 0xffffffffu);
+    fi->keep_cache = 1;
+    fi->cache_readdir = 1;
+    if (fuse_reply_open(req, fi) == 0) __atomic_add_fetch(&fast.opendirs, 1, __ATOMIC_RELAXED);
+    return;
+  }
   post_number(OP_OPENDIR, req, ino, 0);
 }
 
 static void ll_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi) {
+  if (fi->fh & FAST_DIR_BIT) listed_add(fi->fh);
   post_sized(OP_READDIR, req, ino, size, off, fi);
 }
 
 static void ll_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi) {
+  if (fi->fh & FAST_DIR_BIT) listed_add(fi->fh);
   post_sized(OP_READDIRPLUS, req, ino, size, off, fi);
 }
 
 static void ll_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
+  if ((fi->fh & FAST_DIR_BIT) && !listed_take(fi->fh)) {
+    fuse_reply_err(req, 0);
+    __atomic_add_fetch(&fast.releasedirs, 1, __ATOMIC_RELAXED);
+    return;
+  }
   post_handle(OP_RELEASEDIR, req, ino, fi);
 }
 
@@ -880,7 +962,7 @@ static napi_value js_inval_inode(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
-/* fastAllow(ino, scopeId): opens of `ino` may be answered here while the scope's grant is fresh. */
+/* fastAllow(ino, scopeId): opens of `ino` may be answered here while the scope's grant is fresh; scopeId 2^32 - 1: a directory, whose opendirs may be. */
 static napi_value js_fast_allow(napi_env env, napi_callback_info info) {
   napi_value argv[2];
   if (!get_args(env, info, 2, argv)) return NULL;
@@ -918,15 +1000,16 @@ static napi_value js_fast_take_used(napi_env env, napi_callback_info info) {
   return result;
 }
 
-/* fastCounts() → [opens, releases] answered here so far. */
+/* fastCounts() → [opens, releases, opendirs, releasedirs] answered here so far. */
 static napi_value js_fast_counts(napi_env env, napi_callback_info info) {
   (void)info;
+  uint64_t *counts[] = {&fast.opens, &fast.releases, &fast.opendirs, &fast.releasedirs};
   napi_value arr, v;
-  CHECK(env, napi_create_array_with_length(env, 2, &arr));
-  CHECK(env, napi_create_double(env, (double)__atomic_load_n(&fast.opens, __ATOMIC_RELAXED), &v));
-  CHECK(env, napi_set_element(env, arr, 0, v));
-  CHECK(env, napi_create_double(env, (double)__atomic_load_n(&fast.releases, __ATOMIC_RELAXED), &v));
-  CHECK(env, napi_set_element(env, arr, 1, v));
+  CHECK(env, napi_create_array_with_length(env, 4, &arr));
+  for (uint32_t i = 0; i < 4; i++) {
+    CHECK(env, napi_create_double(env, (double)__atomic_load_n(counts[i], __ATOMIC_RELAXED), &v));
+    CHECK(env, napi_set_element(env, arr, i, v));
+  }
   return arr;
 }
 

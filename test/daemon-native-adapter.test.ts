@@ -13,7 +13,7 @@ import { ContentCache } from '../src/daemon/content/content-cache.js';
 import { ContentFetcher } from '../src/daemon/content/fetcher.js';
 import { KnowledgeFilesystem } from '../src/daemon/filesystem.js';
 import { GrantCache } from '../src/daemon/content/grant-cache.js';
-import { FAST_FH, type NativeAddon } from '../src/daemon/fuse/native-addon-api.js';
+import { FAST_DIR_BIT, FAST_DIR_SCOPE, FAST_FH, type NativeAddon } from '../src/daemon/fuse/native-addon-api.js';
 import { NATIVE_CACHE_SEC, NativeFuseSession } from '../src/daemon/fuse/native-fuse-adapter.js';
 import { FakeControlClient } from './helpers/fake-control-client.js';
 
@@ -30,6 +30,7 @@ const READ = 5;
 const RELEASE = 6;
 const OPENDIR = 7;
 const READDIR = 8;
+const RELEASEDIR = 9;
 const READDIRPLUS = 13;
 
 class RecordingAddon implements NativeAddon {
@@ -92,8 +93,8 @@ class RecordingAddon implements NativeAddon {
   fastGrant(scopeId: number, untilMs: number): void {
     this.grantUntil.set(scopeId, untilMs);
   }
-  fastCounts(): [number, number] {
-    return [0, 0];
+  fastCounts(): [number, number, number, number] {
+    return [0, 0, 0, 0];
   }
   readonly used = new Set<number>();
   fastTakeUsed(scopeId: number): boolean {
@@ -315,5 +316,27 @@ describe('native adapter', () => {
     await new Promise((r) => setTimeout(r, 400));
     expect(h.client.calls.grant).toBe(2);
     expect(h.addon.servesOpen(duty)).toBe(false);
+  });
+
+  it('fast path: a directory opened here is opened by the addon next time; a listing of such a handle starts from the current tree, and lists nothing once the directory is gone', async () => {
+    const h = harness();
+    const team = inoOf(await h.ask(LOOKUP, ROOT_INO, 0, 0, 0, 'team_x'));
+    expect(h.addon.fastNodes.has(team)).toBe(false);
+    const dir = await h.ask(OPENDIR, team);
+    expect(h.addon.fastNodes.get(team)).toBe(FAST_DIR_SCOPE);
+    await h.ask(RELEASEDIR, team, dir[2] as number);
+    // The addon answered the next opendir with a handle of its own; the kernel's cache missed, so its listing comes here.
+    const fh = FAST_DIR_BIT + 7;
+    expect((await h.ask(READDIR, team, fh, 4096, 0))[3]).toEqual(['.', '..', 'DUTY.md']);
+    h.client.put('team_x/new.md', 'new\n');
+    h.swap(Tree.fromPlan(h.client.currentPlan(), h.tree()));
+    expect(h.addon.fastNodes.get(team)).toBe(FAST_DIR_SCOPE); // a directory keeps its node id while it stays one
+    expect((await h.ask(READDIR, team, fh, 4096, 3))[3]).toEqual([]); // a listing in progress finishes from its tree
+    expect((await h.ask(READDIR, team, fh, 4096, 0))[3]).toEqual(['.', '..', 'DUTY.md', 'new.md']); // a rewind reads the current one
+    expect(await h.ask(RELEASEDIR, team, fh)).toEqual(['err', expect.any(Number), 0]);
+    // The team leaves: its directory leaves the fast path, and a handle the addon opened lists nothing.
+    h.swap(h.tree().withoutScope('team_x'));
+    expect(h.addon.fastNodes.has(team)).toBe(false);
+    expect((await h.ask(READDIR, team, FAST_DIR_BIT + 8, 4096, 0))[3]).toEqual([]);
   });
 });

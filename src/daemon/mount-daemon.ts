@@ -133,8 +133,8 @@ export class MountDaemon {
   private exportTotals(): void {
     const m = this.metrics;
     const { fetcher, grants, sync } = this;
-    const fast = this.fuse?.answeredByBinding?.() ?? { opens: 0, releases: 0 };
-    this.meter.exportTo(m, { open: fast.opens, release: fast.releases });
+    const fast = this.fuse?.answeredByBinding?.() ?? { opens: 0, releases: 0, opendirs: 0, releasedirs: 0 };
+    this.meter.exportTo(m, { open: fast.opens, release: fast.releases, opendir: fast.opendirs, releasedir: fast.releasedirs });
     m.setTotal(D.cacheLookups, { result: 'hit' }, fetcher.hits);
     m.setTotal(D.cacheLookups, { result: 'miss' }, fetcher.misses);
     m.setTotal(D.fetches, { kind: 'file', result: 'ok' }, fetcher.fetches - fetcher.fetchErrors);

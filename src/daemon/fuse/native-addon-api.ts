@@ -64,9 +64,14 @@ export interface NativeAddon {
   fastGrant(scopeId: number, untilMs: number): void;
   /** Whether the addon answered an open of scope `scopeId` itself since the last call (and clears that). */
   fastTakeUsed(scopeId: number): boolean;
-  /** [opens, releases] the addon answered itself so far. */
-  fastCounts(): [number, number];
+  /** [opens, releases, opendirs, releasedirs] the addon answered itself so far. */
+  fastCounts(): [number, number, number, number];
 }
+
+/** The scope id that marks a directory in fastAllow: its opendirs need no grant. */
+export const FAST_DIR_SCOPE = 2 ** 32 - 1;
+/** Handles of opendirs the addon answered itself have this bit (and a number of their own below it). */
+export const FAST_DIR_BIT = 2 ** 41;
 
 /** The handle of an open the addon answered itself (above every handle the daemon allocates). */
 export const FAST_FH = 2 ** 40;

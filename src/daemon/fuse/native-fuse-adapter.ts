@@ -41,7 +41,7 @@ import { treeChanges } from '../../core/tree/tree-changes.js';
 import { parentPath, ROOT_INO, type DirNode, type FileNode, type NodeStat, type Tree, type TreeNode } from '../../core/tree/tree.js';
 import { ErrnoMapper } from './errno.js';
 import type { KnowledgeFilesystem } from '../filesystem.js';
-import { FAST_FH, OP, OP_KINDS, loadNativeAddon, type NativeAddon } from './native-addon-api.js';
+import { FAST_DIR_BIT, FAST_DIR_SCOPE, FAST_FH, OP, OP_KINDS, loadNativeAddon, type NativeAddon } from './native-addon-api.js';
 import type { FuseMount, FuseMountOptions } from './fuse-adapter.js';
 import { devFdPath } from './handed-mount.js';
 import { mountEntry } from './stale-mount.js';
@@ -93,8 +93,8 @@ export interface NativeMountOptions extends FuseMountOptions {
 export class NativeFuseSession implements FuseMount {
   private readonly known = new Map<number, Known>();
   private readonly dirs = new Map<number, OpenDir>();
-  /** Nodes the addon may open itself (its fast path), as it was told. */
-  private readonly fast = new Map<number, FileNode>();
+  /** Nodes the addon may open itself (its fast path), as it was told: files, and directories (opendir). */
+  private readonly fast = new Map<number, TreeNode>();
   /** A small number per scope, as the addon knows scopes. */
   private readonly scopeIds = new Map<string, number>();
   /** Per scope: the timer that renews its grant ahead of expiry if the fast path used it. */
@@ -165,16 +165,16 @@ export class NativeFuseSession implements FuseMount {
     return id;
   }
 
-  answeredByBinding(): { opens: number; releases: number } {
-    const [opens, releases] = this.native.fastCounts();
-    return { opens, releases };
+  answeredByBinding(): { opens: number; releases: number; opendirs: number; releasedirs: number } {
+    const [opens, releases, opendirs, releasedirs] = this.native.fastCounts();
+    return { opens, releases, opendirs, releasedirs };
   }
 
-  /** An open of `node` (node id `ino`) succeeded here: later ones may be answered by the addon. */
-  private allowFast(ino: number, node: FileNode): void {
+  /** An open (or opendir) of `node` (node id `ino`) succeeded here: later ones may be answered by the addon. */
+  private allowFast(ino: number, node: TreeNode): void {
     if (this.hasEnded || this.fast.has(ino) || this.opts.tree().get(node.path)?.stat.ino !== ino) return;
     this.fast.set(ino, node);
-    this.native.fastAllow(ino, this.scopeId(node.scope));
+    this.native.fastAllow(ino, node.kind === 'dir' ? FAST_DIR_SCOPE : this.scopeId(node.scope));
   }
 
   private dropFast(ino: number): void {
@@ -184,7 +184,7 @@ export class NativeFuseSession implements FuseMount {
   /** Before anything else on a swap: no node the new tree replaced or lost, or of a scope it lost, stays on the fast path. */
   private dropReplacedFast(after: Tree): void {
     for (const [ino, node] of this.fast) {
-      if (!after.hasScope(node.scope) || after.get(node.path)?.stat.ino !== ino) this.dropFast(ino);
+      if ((node.kind === 'file' && !after.hasScope(node.scope)) || after.get(node.path)?.stat.ino !== ino) this.dropFast(ino);
     }
   }
 
@@ -303,10 +303,10 @@ export class NativeFuseSession implements FuseMount {
         this.opendir(req, ino);
         return 0;
       case OP.readdir:
-        this.readdir(req, fh, a, b, false);
+        this.readdir(req, ino, fh, a, b, false);
         return 0;
       case OP.readdirplus:
-        this.readdir(req, fh, a, b, true);
+        this.readdir(req, ino, fh, a, b, true);
         return 0;
       case OP.releasedir:
         this.dirs.delete(fh);
@@ -433,6 +433,24 @@ export class NativeFuseSession implements FuseMount {
     this.dirs.set(fh, { dir, tree, parentIno: parent?.stat.ino ?? ROOT_INO });
     // keep_cache: the listing the kernel cached outlives this descriptor (until the directory's inode is invalidated).
     this.native.replyOpen(req, fh, true, true);
+    this.allowFast(ino, dir);
+  }
+
+  /**
+   * A READDIR of a handle the addon opened itself (its listing was not in the
+   * kernel's cache): the listing starts here, from the current tree, as an
+   * opendir here would have started it; undefined once the directory has
+   * left the tree (the handle then lists nothing, as any held one).
+   */
+  private openFastDir(fh: number, ino: number): OpenDir | undefined {
+    const tree = this.opts.tree();
+    const node = ino === ROOT_INO ? tree.get('/') : this.known.get(ino)?.node;
+    const dir = node === undefined ? undefined : tree.get(node.path);
+    if (dir?.kind !== 'dir' || dir.stat.ino !== ino) return undefined;
+    const parent = ino === ROOT_INO ? undefined : tree.get(parentPath(dir.path));
+    const open = { dir, tree, parentIno: parent?.stat.ino ?? ROOT_INO };
+    this.dirs.set(fh, open);
+    return open;
   }
 
   /** A read of a handle the addon opened itself: the bytes of that node id's version. */
@@ -469,8 +487,12 @@ export class NativeFuseSession implements FuseMount {
    * then holds a lookup of every entry that fitted, counted here as a LOOKUP
    * would be.
    */
-  private readdir(req: number, fh: number, size: number, offset: number, plus: boolean): void {
-    let open = this.dirs.get(fh);
+  private readdir(req: number, ino: number, fh: number, size: number, offset: number, plus: boolean): void {
+    let open = this.dirs.get(fh) ?? (fh >= FAST_DIR_BIT ? this.openFastDir(fh, ino) : undefined);
+    if (open === undefined && fh >= FAST_DIR_BIT) {
+      this.native.replyDir(req, size, offset, [], [], []);
+      return;
+    }
     if (open === undefined) throw new KnowledgeError('not_found', `bad directory handle ${fh}`);
     const current = this.opts.tree();
     const now = current.get(open.dir.path);
