@@ -26,7 +26,10 @@
 //   fast-path handle (FAST_FH) comes here and is served by node id.
 // Directory listings are cached by the kernel too (cache_readdir, and
 // keep_cache on opendir so they outlive the descriptor) until the
-// directory's inode is invalidated.
+// directory's inode is invalidated. A directory opened here once is opened
+// by the addon afterwards (handles with FAST_DIR_BIT) while the tree holds
+// it; a READDIR of such a handle (the kernel's cache missed) starts its
+// listing here, from the tree of that moment.
 //
 // The kernel's lookup count per inode is kept here (`known`): a node id the
 // kernel holds resolves to its node even after the tree moved on, until the
