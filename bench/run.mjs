@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // `npm run bench`: our mount on both FUSE bindings (native = the libfuse 3
 // addon, fuse-native = libfuse 2) side by side with local disk (the limit),
-// an in-memory fuse-native filesystem (the fully cached ceiling) and rclone
+// an in-memory libfuse 3 filesystem in C (the C ceiling: FUSE's own limit),
+// an in-memory fuse-native filesystem (the fuse-native ceiling) and rclone
 // over HTTP (the peer), on the same generated corpus, in one run. Prints one
 // table of medians with ratios and the FUSE requests one warm `grep -r`
 // costs each filesystem (strace), checks the targets of docs/PERFORMANCE.md,
@@ -10,7 +11,8 @@
 //   node bench/run.mjs [--quick] [--files N] [--runs N] [--peer-runs N] [--only a,b,…]
 //                      [--scale-files N,M] [--runners N] [--work DIR]
 //                      [--scale-out-runners N] [--storm-mounts N] [--no-drop-caches] [--verbose]
-// Sections (--only): disk ceiling ours rclone read load scale scaleout store storm.
+// Sections (--only): disk ceiling ours rclone read load scale scaleout store storm
+// (ceiling = both ceilings, C and fuse-native).
 // scaleout: 1 and 3 replicas on a throwaway PostgreSQL, --scale-out-runners
 // (default 1 000) simulated runners (bench/lib/scale-out.mjs).
 // store: publish and replicas over object storage (bench/lib/store.mjs).
@@ -37,7 +39,7 @@ import { log, setVerbose, installCleanupHandlers, cleanup, onCleanup, run, stop 
 import { summarize, round3 } from './lib/stats.mjs';
 import { battery, timed, grepCommand } from './lib/commands.mjs';
 import { coldRounds, warmRounds } from './lib/rounds.mjs';
-import { startCeiling, startRclone, startStaticServer, stopPeer } from './lib/peers.mjs';
+import { startCeiling, startCeilingC, startRclone, startStaticServer, stopPeer } from './lib/peers.mjs';
 import { REPO, BIN, startServer, createSession, writeToken, startMount, stopMount, rssMiB, waitPrefetch, idleCpuMsPerS } from './lib/knowledgefs.mjs';
 import { readToolLatency } from './lib/read-tool.mjs';
 import { countFuseOps, HAS_STRACE } from './lib/fuse-ops.mjs';
@@ -163,6 +165,7 @@ async function sideBySide(server, tokenFile, http) {
   if (want('disk') && !canDrop) results.notes.push('local disk cold runs skipped: cannot write /proc/sys/vm/drop_caches');
   const cold = [];
   if (canDrop) cold.push({ key: 'disk', label: 'disk', start: async () => { await run('sync; echo 3 > /proc/sys/vm/drop_caches'); return { mnt: viewDir, readyMs: null }; }, stop: rewarm });
+  if (want('ceiling')) cold.push({ key: 'ceilingC', label: 'C ceiling', start: () => startCeilingC(viewDir, runDir), stop: stopPeer });
   if (want('ceiling')) cold.push({ key: 'ceiling', label: 'ceiling', start: () => startCeiling(viewDir, runDir), stop: stopPeer });
   if (server) {
     cold.push({ key: 'oursOn', label: 'ours (prefetch on)', start: mountOurs({ prefetch: 'on', binding: 'native' }), stop: stopMount, onReady: checkFiles });
@@ -184,6 +187,9 @@ async function sideBySide(server, tokenFile, http) {
   try {
     if (want('disk')) mounted.push({ key: 'disk', label: 'disk', mnt: viewDir, commands: all });
     if (want('ceiling')) {
+      const cc = await startCeilingC(viewDir, runDir);
+      stops.push(() => stopPeer(cc));
+      mounted.push({ key: 'ceilingC', label: 'C ceiling', mnt: cc.mnt, commands: all, handle: cc.handle });
       const best = await startCeiling(viewDir, runDir);
       stops.push(() => stopPeer(best));
       mounted.push({ key: 'ceiling', label: 'ceiling', mnt: best.mnt, commands: all, handle: best.handle });
@@ -223,11 +229,24 @@ async function sideBySide(server, tokenFile, http) {
           log(`FUSE requests per warm grep -r, ${key}: ${results.fuseOps[key].total} ${JSON.stringify(results.fuseOps[key].byOp)}`);
         } catch (err) { fail(`fuse ops ${key}`, err); }
       }
+      // And per warm command of the battery, on ours and the two ceilings: the totals the ratios rest on.
+      results.fuseOpsByCommand = {};
+      for (const [key, m] of traced.filter(([k]) => k === 'ours' || k === 'ceilingC' || k === 'ceiling')) {
+        if (!m?.handle?.pid) continue;
+        const byCmd = (results.fuseOpsByCommand[key] = {});
+        for (const c of battery(m.mnt)) {
+          try {
+            byCmd[c.id] = await countFuseOps(m.handle.pid, c.cmd, join(runDir, `strace-${key}-${c.id}.txt`));
+          } catch (err) { fail(`fuse ops ${key} ${c.id}`, err); }
+        }
+        log(`FUSE requests per warm command, ${key}: ${Object.entries(byCmd).map(([id, o]) => `${id} ${o.total}`).join(', ')}`);
+      }
     } else results.notes.push('strace is not installed: FUSE request counts not measured');
 
     if (canDrop) results.disk = { cold: { grep: c.disk?.grep }, warm: w.disk };
     else if (want('disk')) results.disk = { cold: null, warm: w.disk };
     if (want('ceiling')) {
+      results.ceilingC = { ready: c.ceilingC?.ready, cold: { grep: c.ceilingC?.grep }, warm: w.ceilingC };
       results.ceiling = { ready: c.ceiling?.ready, cold: { grep: c.ceiling?.grep }, warm: w.ceiling };
       results.ceilingOurPolicy = { warm: w.ceilingOurPolicy };
     }

@@ -5,7 +5,7 @@
 // and attributes can be cached for a long time without going stale.
 //
 // Threads:
-// - the session thread runs fuse_session_loop. Each request is copied into a
+// - the session threads run fuse_session_loop_mt. Each request is copied into a
 //   message and handed to JavaScript through a thread-safe function; the
 //   session thread never waits for JavaScript, so it goes straight back to
 //   reading the next request. Write-type operations are answered EROFS here.
@@ -17,6 +17,22 @@
 //   request waits for JavaScript's reply: sent from the JavaScript thread, a
 //   notification could wait forever. From its own thread it just waits.
 //
+// The fast path: an OPEN of a node JavaScript has marked servable (its
+// version's bytes verified and in memory), in a scope whose grant is fresh
+// (JavaScript pushes each scope's grant deadline, and drops it on a
+// revocation), is answered here on the session thread, and so is the RELEASE
+// of such a handle: no trip into JavaScript. Its handle is FAST_FH; a READ of
+// it (the kernel's page cache missed) goes to JavaScript, which serves the
+// bytes of that node id. JavaScript drops nodes from the table on every tree
+// swap that replaces or removes them and when the kernel forgets them.
+// Directories JavaScript opened are in the table too: their OPENDIR is
+// answered here (a handle of its own, FAST_DIR_BIT), and so is the RELEASEDIR
+// of a handle whose listing the kernel had cached; a READDIR of one goes to
+// JavaScript, which starts the listing then, and hears its RELEASEDIR.
+//
+// The session loop is libfuse's multi-threaded one: the fast path answers on
+// whichever thread read the request, and the others keep reading.
+//
 // One mount per process (the daemon mounts once). Node ids and request
 // handles travel to JavaScript as doubles: user-space pointers fit in 53 bits
 // on the 64-bit Linux targets this is built for.
@@ -25,6 +41,7 @@
 #define NAPI_VERSION 8
 
 #include <errno.h>
+#include <fcntl.h>
 #include <fuse_lowlevel.h>
 #include <node_api.h>
 #include <pthread.h>
@@ -33,6 +50,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <time.h>
 
 enum op {
   OP_LOOKUP = 1,
@@ -47,6 +65,7 @@ enum op {
   OP_STATFS = 10,
   OP_ACCESS = 11,
   OP_ENDED = 12,
+  OP_READDIRPLUS = 13,
 };
 
 typedef struct message {
@@ -88,6 +107,206 @@ static struct {
     .queue_lock = PTHREAD_MUTEX_INITIALIZER,
     .queue_cond = PTHREAD_COND_INITIALIZER,
 };
+
+/* ---------- the fast path's tables (any session thread reads, JavaScript writes) ---------- */
+
+/* The handle of an open answered here: above every handle JavaScript allocates (< 2^31). */
+#define FAST_FH ((uint64_t)1 << 40)
+/* Handles of opendirs answered here: this bit and a number of their own (JavaScript keys a listing by it). */
+#define FAST_DIR_BIT ((uint64_t)1 << 41)
+/* The scope id of a directory in the table: no grant needed (a listing is the plan's, not an open). */
+#define DIR_SCOPE UINT32_MAX
+/* Buckets of the set of fast directory handles whose READDIR reached JavaScript. */
+#define LISTED_BUCKETS 256
+
+typedef struct fast_node {
+  struct fast_node *next;
+  fuse_ino_t ino;
+  uint32_t scope;
+} fast_node_t;
+
+static struct {
+  pthread_rwlock_t lock;
+  fast_node_t **buckets; /* chained by ino */
+  size_t nbuckets;       /* a power of two, or 0 */
+  size_t count;
+  double *grant_until; /* per scope id: Date.now() milliseconds until which its grant is fresh */
+  uint8_t *used;       /* per scope id: an open was answered here since JavaScript last asked (fastTakeUsed) */
+  size_t nscopes;
+  uint64_t opens;    /* answered here (atomic) */
+  uint64_t releases; /* answered here (atomic) */
+  uint64_t opendirs;    /* answered here (atomic) */
+  uint64_t releasedirs; /* answered here (atomic) */
+  uint64_t next_dir;    /* the number of the next fast directory handle (atomic) */
+} fast = {.lock = PTHREAD_RWLOCK_INITIALIZER};
+
+/*
+ * Fast directory handles whose listing reached JavaScript (a READDIR the
+ * kernel's cache could not answer): JavaScript holds state for them, so
+ * their RELEASEDIR goes to JavaScript too. Every other one is released here.
+ */
+typedef struct listed {
+  struct listed *next;
+  uint64_t fh;
+} listed_t;
+static struct {
+  pthread_mutex_t lock;
+  listed_t *buckets[LISTED_BUCKETS];
+} listed = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static void listed_add(uint64_t fh) {
+  pthread_mutex_lock(&listed.lock);
+  listed_t **b = &listed.buckets[fh % LISTED_BUCKETS];
+  listed_t *e = *b;
+  while (e != NULL && e->fh != fh) e = e->next;
+  if (e == NULL && (e = malloc(sizeof *e)) != NULL) {
+    e->fh = fh;
+    e->next = *b;
+    *b = e;
+  }
+  pthread_mutex_unlock(&listed.lock);
+}
+
+/* Removes `fh`; true if it was there. */
+static int listed_take(uint64_t fh) {
+  int found = 0;
+  pthread_mutex_lock(&listed.lock);
+  listed_t **p = &listed.buckets[fh % LISTED_BUCKETS];
+  while (*p != NULL && (*p)->fh != fh) p = &(*p)->next;
+  if (*p != NULL) {
+    listed_t *e = *p;
+    *p = e->next;
+    free(e);
+    found = 1;
+  }
+  pthread_mutex_unlock(&listed.lock);
+  return found;
+}
+
+static size_t fast_slot(fuse_ino_t ino) { return (size_t)((ino * 0x9E3779B97F4A7C15ull) >> 20) & (fast.nbuckets - 1); }
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (double)ts.tv_sec * 1000.0 + (double)ts.tv_nsec / 1e6;
+}
+
+/* Under the write lock. */
+static void fast_grow(void) {
+  size_t n = fast.nbuckets == 0 ? 1024 : fast.nbuckets * 2;
+  fast_node_t **b = calloc(n, sizeof *b);
+  if (b == NULL) return; /* keeps the old table: only longer chains */
+  size_t old = fast.nbuckets;
+  fast_node_t **ob = fast.buckets;
+  fast.buckets = b;
+  fast.nbuckets = n;
+  for (size_t i = 0; i < old; i++) {
+    for (fast_node_t *e = ob[i], *next; e != NULL; e = next) {
+      next = e->next;
+      size_t k = fast_slot(e->ino);
+      e->next = b[k];
+      b[k] = e;
+    }
+  }
+  free(ob);
+}
+
+static void fast_put(fuse_ino_t ino, uint32_t scope) {
+  pthread_rwlock_wrlock(&fast.lock);
+  if (fast.count >= fast.nbuckets) fast_grow();
+  if (fast.nbuckets > 0) {
+    size_t k = fast_slot(ino);
+    fast_node_t *e = fast.buckets[k];
+    while (e != NULL && e->ino != ino) e = e->next;
+    if (e == NULL && (e = malloc(sizeof *e)) != NULL) {
+      e->ino = ino;
+      e->next = fast.buckets[k];
+      fast.buckets[k] = e;
+      fast.count++;
+    }
+    if (e != NULL) e->scope = scope;
+  }
+  pthread_rwlock_unlock(&fast.lock);
+}
+
+static void fast_drop(fuse_ino_t ino) {
+  pthread_rwlock_wrlock(&fast.lock);
+  if (fast.nbuckets > 0) {
+    fast_node_t **p = &fast.buckets[fast_slot(ino)];
+    while (*p != NULL && (*p)->ino != ino) p = &(*p)->next;
+    if (*p != NULL) {
+      fast_node_t *e = *p;
+      *p = e->next;
+      free(e);
+      fast.count--;
+    }
+  }
+  pthread_rwlock_unlock(&fast.lock);
+}
+
+static void fast_clear(void) {
+  pthread_rwlock_wrlock(&fast.lock);
+  for (size_t i = 0; i < fast.nbuckets; i++) {
+    for (fast_node_t *e = fast.buckets[i], *next; e != NULL; e = next) {
+      next = e->next;
+      free(e);
+    }
+    fast.buckets[i] = NULL;
+  }
+  fast.count = 0;
+  for (size_t i = 0; i < fast.nscopes; i++) {
+    fast.grant_until[i] = 0;
+    fast.used[i] = 0;
+  }
+  pthread_rwlock_unlock(&fast.lock);
+}
+
+static void fast_grant(uint32_t scope, double until) {
+  pthread_rwlock_wrlock(&fast.lock);
+  if (scope >= fast.nscopes) {
+    size_t n = scope + 16;
+    double *g2 = realloc(fast.grant_until, n * sizeof *g2);
+    if (g2 != NULL) fast.grant_until = g2;
+    uint8_t *u2 = g2 == NULL ? NULL : realloc(fast.used, n * sizeof *u2);
+    if (u2 != NULL) fast.used = u2;
+    if (g2 != NULL && u2 != NULL) {
+      for (size_t i = fast.nscopes; i < n; i++) {
+        g2[i] = 0;
+        u2[i] = 0;
+      }
+      fast.nscopes = n;
+    }
+  }
+  if (scope < fast.nscopes) fast.grant_until[scope] = until;
+  pthread_rwlock_unlock(&fast.lock);
+}
+
+/* True when directory `ino` may be opened without JavaScript (it is in the current tree, as JavaScript said). */
+static int fast_dir(fuse_ino_t ino) {
+  int ok = 0;
+  pthread_rwlock_rdlock(&fast.lock);
+  if (fast.nbuckets > 0) {
+    fast_node_t *e = fast.buckets[fast_slot(ino)];
+    while (e != NULL && e->ino != ino) e = e->next;
+    ok = e != NULL && e->scope == DIR_SCOPE;
+  }
+  pthread_rwlock_unlock(&fast.lock);
+  return ok;
+}
+
+/* True when `ino` may be opened without JavaScript: servable, and its scope's grant is fresh now. */
+static int fast_servable(fuse_ino_t ino) {
+  int ok = 0;
+  pthread_rwlock_rdlock(&fast.lock);
+  if (fast.nbuckets > 0) {
+    fast_node_t *e = fast.buckets[fast_slot(ino)];
+    while (e != NULL && e->ino != ino) e = e->next;
+    if (e != NULL && e->scope != DIR_SCOPE && e->scope < fast.nscopes) ok = now_ms() < fast.grant_until[e->scope];
+    if (ok) __atomic_store_n(&fast.used[e->scope], 1, __ATOMIC_RELAXED);
+  }
+  pthread_rwlock_unlock(&fast.lock);
+  return ok;
+}
 
 /* ---------- requests: session thread → JavaScript ---------- */
 
@@ -164,6 +383,14 @@ static void ll_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 }
 
 static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
+  const int write_intent = O_WRONLY | O_RDWR | O_CREAT | O_TRUNC | O_APPEND;
+  if ((fi->flags & write_intent) == 0 && fast_servable(ino)) {
+    fi->fh = FAST_FH;
+    fi->keep_cache = 1;
+    fi->noflush = 1;
+    if (fuse_reply_open(req, fi) == 0) __atomic_add_fetch(&fast.opens, 1, __ATOMIC_RELAXED);
+    return;
+  }
   post_number(OP_OPEN, req, ino, (double)fi->flags);
 }
 
@@ -190,19 +417,41 @@ static void post_handle(int op, fuse_req_t req, fuse_ino_t ino, struct fuse_file
 }
 
 static void ll_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
+  if (fi->fh == FAST_FH) {
+    fuse_reply_err(req, 0);
+    __atomic_add_fetch(&fast.releases, 1, __ATOMIC_RELAXED);
+    return;
+  }
   post_handle(OP_RELEASE, req, ino, fi);
 }
 
 static void ll_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
-  (void)fi;
+  if (fast_dir(ino)) {
+    fi->fh = FAST_DIR_BIT | (__atomic_add_fetch(&fast.next_dir, 1, __ATOMIC_RELAXED) & 0xffffffffu);
+    fi->keep_cache = 1;
+    fi->cache_readdir = 1;
+    if (fuse_reply_open(req, fi) == 0) __atomic_add_fetch(&fast.opendirs, 1, __ATOMIC_RELAXED);
+    return;
+  }
   post_number(OP_OPENDIR, req, ino, 0);
 }
 
 static void ll_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi) {
+  if (fi->fh & FAST_DIR_BIT) listed_add(fi->fh);
   post_sized(OP_READDIR, req, ino, size, off, fi);
 }
 
+static void ll_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi) {
+  if (fi->fh & FAST_DIR_BIT) listed_add(fi->fh);
+  post_sized(OP_READDIRPLUS, req, ino, size, off, fi);
+}
+
 static void ll_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
+  if ((fi->fh & FAST_DIR_BIT) && !listed_take(fi->fh)) {
+    fuse_reply_err(req, 0);
+    __atomic_add_fetch(&fast.releasedirs, 1, __ATOMIC_RELAXED);
+    return;
+  }
   post_handle(OP_RELEASEDIR, req, ino, fi);
 }
 
@@ -242,6 +491,7 @@ static const struct fuse_lowlevel_ops ops = {
     .release = ll_release,
     .opendir = ll_opendir,
     .readdir = ll_readdir,
+    .readdirplus = ll_readdirplus,
     .releasedir = ll_releasedir,
     .statfs = ll_statfs,
     .access = ll_access,
@@ -289,7 +539,9 @@ static void *inval_main(void *arg) {
 
 static void *session_main(void *arg) {
   (void)arg;
-  fuse_session_loop(g.se);
+  /* Idle threads stay (up to 10): a burst of opens would otherwise create and end threads. */
+  struct fuse_loop_config cfg = {.clone_fd = 0, .max_idle_threads = 10};
+  fuse_session_loop_mt(g.se, &cfg);
   pthread_mutex_lock(&g.queue_lock);
   g.inval_stop = 1;
   pthread_cond_signal(&g.queue_cond);
@@ -301,6 +553,7 @@ static void *session_main(void *arg) {
   fuse_session_destroy(g.se);
   g.se = NULL;
   pthread_rwlock_unlock(&g.alive);
+  fast_clear();
   message_t *m = calloc(1, sizeof *m);
   if (m != NULL) {
     m->op = OP_ENDED;
@@ -586,6 +839,75 @@ static napi_value js_reply_dir(napi_env env, napi_callback_info info) {
   return result;
 }
 
+/*
+ * replyDirPlus(req, size, firstOffset, names, stats, attrTimeout, entryTimeout) → how many entries fit.
+ * stats: a Float64Array of 7 numbers per entry (ino, mode, size, mtimeMs, nlink, uid, gid), as replyEntry takes
+ * them. Entry i gets offset firstOffset + i + 1. The kernel takes one lookup of every entry that fits except "."
+ * and "..": the caller counts them.
+ */
+static napi_value js_reply_dir_plus(napi_env env, napi_callback_info info) {
+  napi_value argv[7];
+  if (!get_args(env, info, 7, argv)) return NULL;
+  fuse_req_t req = req_of(env, argv[0]);
+  size_t size = (size_t)num(env, argv[1]);
+  double first = num(env, argv[2]);
+  double attr_timeout = num(env, argv[5]);
+  double entry_timeout = num(env, argv[6]);
+  uint32_t count = 0;
+  CHECK(env, napi_get_array_length(env, argv[3], &count));
+  napi_typedarray_type type;
+  size_t nstats = 0;
+  void *data = NULL;
+  CHECK(env, napi_get_typedarray_info(env, argv[4], &type, &nstats, &data, NULL, NULL));
+  if (type != napi_float64_array || nstats < (size_t)count * 7) {
+    napi_throw_type_error(env, NULL, "knowledgefs_fuse: replyDirPlus needs 7 stats per name");
+    return NULL;
+  }
+  const double *st = data;
+  char *buf = malloc(size == 0 ? 1 : size);
+  if (buf == NULL) {
+    REPLY(fuse_reply_err(req, ENOMEM));
+    return NULL;
+  }
+  size_t used = 0;
+  uint32_t added = 0;
+  char name[1024];
+  for (uint32_t i = 0; i < count; i++) {
+    napi_value v;
+    size_t len;
+    if (napi_get_element(env, argv[3], i, &v) != napi_ok || napi_get_value_string_utf8(env, v, name, sizeof name, &len) != napi_ok) break;
+    const double *s7 = st + 7 * (size_t)i;
+    struct fuse_entry_param e;
+    memset(&e, 0, sizeof e);
+    e.attr.st_ino = (ino_t)s7[0];
+    e.attr.st_mode = (mode_t)s7[1];
+    e.attr.st_size = (off_t)s7[2];
+    e.attr.st_nlink = (nlink_t)s7[4];
+    e.attr.st_uid = (uid_t)s7[5];
+    e.attr.st_gid = (gid_t)s7[6];
+    e.attr.st_blksize = 4096;
+    e.attr.st_blocks = (e.attr.st_size + 511) / 512;
+    int64_t ms = (int64_t)s7[3];
+    e.attr.st_mtim.tv_sec = ms / 1000;
+    e.attr.st_mtim.tv_nsec = (ms % 1000) * 1000000;
+    e.attr.st_atim = e.attr.st_mtim;
+    e.attr.st_ctim = e.attr.st_mtim;
+    e.ino = e.attr.st_ino;
+    e.generation = 1;
+    e.attr_timeout = attr_timeout;
+    e.entry_timeout = entry_timeout;
+    size_t need = fuse_add_direntry_plus(req, buf + used, size - used, name, &e, (off_t)(first + i + 1));
+    if (need > size - used) break;
+    used += need;
+    added++;
+  }
+  REPLY(fuse_reply_buf(req, buf, used));
+  free(buf);
+  napi_value result;
+  CHECK(env, napi_create_uint32(env, added, &result));
+  return result;
+}
+
 /* replyStatfs(req, blocks, files) */
 static napi_value js_reply_statfs(napi_env env, napi_callback_info info) {
   napi_value argv[3];
@@ -640,6 +962,57 @@ static napi_value js_inval_inode(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
+/* fastAllow(ino, scopeId): opens of `ino` may be answered here while the scope's grant is fresh; scopeId 2^32 - 1: a directory, whose opendirs may be. */
+static napi_value js_fast_allow(napi_env env, napi_callback_info info) {
+  napi_value argv[2];
+  if (!get_args(env, info, 2, argv)) return NULL;
+  fast_put((fuse_ino_t)num(env, argv[0]), (uint32_t)num(env, argv[1]));
+  return NULL;
+}
+
+/* fastDrop(ino): opens of `ino` go to JavaScript again. */
+static napi_value js_fast_drop(napi_env env, napi_callback_info info) {
+  napi_value argv[1];
+  if (!get_args(env, info, 1, argv)) return NULL;
+  fast_drop((fuse_ino_t)num(env, argv[0]));
+  return NULL;
+}
+
+/* fastGrant(scopeId, untilMs): the scope's grant is fresh until that Date.now() time (0: not at all). */
+static napi_value js_fast_grant(napi_env env, napi_callback_info info) {
+  napi_value argv[2];
+  if (!get_args(env, info, 2, argv)) return NULL;
+  fast_grant((uint32_t)num(env, argv[0]), num(env, argv[1]));
+  return NULL;
+}
+
+/* fastTakeUsed(scopeId) → whether an open of that scope was answered here since the last call. */
+static napi_value js_fast_take_used(napi_env env, napi_callback_info info) {
+  napi_value argv[1];
+  if (!get_args(env, info, 1, argv)) return NULL;
+  uint32_t scope = (uint32_t)num(env, argv[0]);
+  bool used = false;
+  pthread_rwlock_rdlock(&fast.lock);
+  if (scope < fast.nscopes) used = __atomic_exchange_n(&fast.used[scope], 0, __ATOMIC_RELAXED) != 0;
+  pthread_rwlock_unlock(&fast.lock);
+  napi_value result;
+  CHECK(env, napi_get_boolean(env, used, &result));
+  return result;
+}
+
+/* fastCounts() → [opens, releases, opendirs, releasedirs] answered here so far. */
+static napi_value js_fast_counts(napi_env env, napi_callback_info info) {
+  (void)info;
+  uint64_t *counts[] = {&fast.opens, &fast.releases, &fast.opendirs, &fast.releasedirs};
+  napi_value arr, v;
+  CHECK(env, napi_create_array_with_length(env, 4, &arr));
+  for (uint32_t i = 0; i < 4; i++) {
+    CHECK(env, napi_create_double(env, (double)__atomic_load_n(counts[i], __ATOMIC_RELAXED), &v));
+    CHECK(env, napi_set_element(env, arr, i, v));
+  }
+  return arr;
+}
+
 static napi_value init(napi_env env, napi_value exports) {
   napi_property_descriptor props[] = {
       {"mount", NULL, js_mount, NULL, NULL, NULL, napi_default, NULL},
@@ -651,9 +1024,15 @@ static napi_value init(napi_env env, napi_value exports) {
       {"replyOpen", NULL, js_reply_open, NULL, NULL, NULL, napi_default, NULL},
       {"replyBuf", NULL, js_reply_buf, NULL, NULL, NULL, napi_default, NULL},
       {"replyDir", NULL, js_reply_dir, NULL, NULL, NULL, napi_default, NULL},
+      {"replyDirPlus", NULL, js_reply_dir_plus, NULL, NULL, NULL, napi_default, NULL},
       {"replyStatfs", NULL, js_reply_statfs, NULL, NULL, NULL, napi_default, NULL},
       {"invalEntry", NULL, js_inval_entry, NULL, NULL, NULL, napi_default, NULL},
       {"invalInode", NULL, js_inval_inode, NULL, NULL, NULL, napi_default, NULL},
+      {"fastAllow", NULL, js_fast_allow, NULL, NULL, NULL, napi_default, NULL},
+      {"fastDrop", NULL, js_fast_drop, NULL, NULL, NULL, napi_default, NULL},
+      {"fastGrant", NULL, js_fast_grant, NULL, NULL, NULL, napi_default, NULL},
+      {"fastTakeUsed", NULL, js_fast_take_used, NULL, NULL, NULL, napi_default, NULL},
+      {"fastCounts", NULL, js_fast_counts, NULL, NULL, NULL, napi_default, NULL},
   };
   if (napi_define_properties(env, exports, sizeof props / sizeof props[0], props) != napi_ok) return NULL;
   return exports;

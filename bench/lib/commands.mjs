@@ -17,6 +17,8 @@ export function battery(root) {
     { id: 'lsR', label: 'ls -lR', cmd: `ls -lR ${q(root)} | wc -l` },
   ];
   if (HAS_RG) cmds.push({ id: 'rg', label: 'rg (warm)', cmd: `rg ${GREP_TOKEN} ${q(root)} | wc -l` });
+  // Every byte of every file, in one process: the byte count is the same on every filesystem (headers are fixed-size).
+  cmds.push({ id: 'tar', label: 'tar cf - (warm)', cmd: `tar cf - -C ${q(root)} . | wc -c` });
   cmds.push({ id: 'cat', label: 'cat 1 MB file', cmd: `cat ${q(`${root}/${BIG_FILE}`)} | wc -c` });
   return cmds;
 }

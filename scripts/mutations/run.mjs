@@ -23,7 +23,9 @@
 //   --verbose      print the end of each run's test output
 //
 // A list entry whose `find` text is not in its file exactly once is an error:
-// the list must follow the code.
+// the list must follow the code. A breakage of native/*.c (the addon) is
+// built into the copy's native/build/ with scripts/build-native.mjs, and the
+// addon is built again from the unbroken source afterwards.
 
 import { spawn, spawnSync } from 'node:child_process';
 import { chmodSync, cpSync, existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
@@ -134,8 +136,23 @@ function compilerOptions(ts, dir) {
   return { ...options, module: ts.ModuleKind.ES2022, sourceMap: false };
 }
 
-/** Writes `source` (the copy's src/<file>) transpiled to the copy's dist/. */
-function emit(ts, options, dir, file, source) {
+/** Runs a build script of the copy; resolves with its exit code. */
+function buildStep(dir, step) {
+  return new Promise((done) => {
+    const child = spawn(process.execPath, step, { cwd: dir, stdio: 'inherit' });
+    child.on('close', done);
+  });
+}
+
+const isNative = (file) => file.endsWith('.c');
+
+/** Writes `source` (the copy's src/<file>) transpiled to the copy's dist/; for the addon's C source, builds the addon. */
+async function emit(ts, options, dir, file, source) {
+  if (isNative(file)) {
+    const code = await buildStep(dir, [join(dir, 'scripts', 'build-native.mjs')]);
+    if (code !== 0) throw new Error(`the addon did not build from ${file} (status ${code})`);
+    return;
+  }
   const out = ts.transpileModule(source, { compilerOptions: options, fileName: join(dir, file) });
   const target = join(dir, 'dist', relative('src', file)).replace(/\.ts$/, '.js');
   writeFileSync(target, out.outputText);
@@ -185,15 +202,12 @@ async function main() {
     const ts = require('typescript');
     // What `npm run build` does: the TypeScript build, and the native addon where it can be built.
     for (const step of [[join(dir, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.build.json'], [join(dir, 'scripts', 'build-native.mjs'), '--if-possible']]) {
-      const code = await new Promise((done) => {
-        const child = spawn(process.execPath, step, { cwd: dir, stdio: 'inherit' });
-        child.on('close', done);
-      });
+      const code = await buildStep(dir, step);
       if (code !== 0) throw new Error(`the build of the unbroken copy failed (${step.slice(0, 2).join(' ')})`);
     }
     const options = compilerOptions(ts, dir);
     // The baseline runs on the single-file transpiles the breakages will use, so a transpile that differs from tsc's build shows there, not as a false "caught".
-    for (const file of new Set(chosen.map((b) => b.file))) emit(ts, options, dir, file, readFileSync(join(dir, file), 'utf8'));
+    for (const file of new Set(chosen.map((b) => b.file))) if (!isNative(file)) await emit(ts, options, dir, file, readFileSync(join(dir, file), 'utf8'));
 
     // One baseline run per environment and suite configuration the breakages ask for.
     const byEnv = new Map();
@@ -217,11 +231,11 @@ async function main() {
       const original = readFileSync(path, 'utf8');
       const broken = original.replace(b.find, () => b.replace);
       writeFileSync(path, broken);
-      emit(ts, options, dir, b.file, broken);
+      await emit(ts, options, dir, b.file, broken);
       const t0 = Date.now();
       const result = await runTests(dir, b.tests, b.env, b.config);
       writeFileSync(path, original);
-      emit(ts, options, dir, b.file, original);
+      await emit(ts, options, dir, b.file, original);
       const secs = ((Date.now() - t0) / 1000).toFixed(1);
       const verdict = result.code === 0 ? 'SURVIVED' : result.code === null ? 'caught (timed out)' : 'caught';
       process.stdout.write(`[${i + 1}/${chosen.length}] ${verdict.padEnd(18)} ${b.id} (${secs} s)\n`);

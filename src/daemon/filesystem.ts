@@ -30,7 +30,7 @@ import type { FileNode, NodeStat, Tree } from '../core/tree/tree.js';
 import type { ChangedFiles } from './fuse/changed-files.js';
 import { EBADF, EISDIR, ENOTDIR, ESTALE, ErrnoError } from './fuse/errno.js';
 import type { ContentFetcher } from './content/fetcher.js';
-import type { GrantCache } from './content/grant-cache.js';
+import type { GrantCache, GrantListener } from './content/grant-cache.js';
 import type { DirectoryReadAhead } from './content/read-ahead.js';
 
 export interface FilesystemDeps {
@@ -215,6 +215,32 @@ export class KnowledgeFilesystem {
 
   release(fd: number): void {
     this.handles.delete(fd);
+  }
+
+  /** The grant deadlines of every scope, now and from now on (for a binding that answers warm opens itself). */
+  watchGrants(listener: GrantListener): void {
+    this.deps.grants.watch(listener);
+  }
+
+  /** Asks for `scope`'s grant again ahead of its expiry (GrantCache.renew), for a binding whose opens of it go on. */
+  renewGrant(scope: string): void {
+    this.deps.grants.renew(scope);
+  }
+
+  /**
+   * A read of an open the binding answered itself (its fast path) for `node`,
+   * a version it opened: the same rules as `slice` (ESTALE once the tree no
+   * longer holds the scope), the bytes from memory, else fetched and verified
+   * again (memory may have let them go since the open).
+   */
+  sliceNode(node: FileNode, length: number, position: number): Buffer | Promise<Buffer> {
+    if (!this.deps.tree().hasScope(node.scope)) {
+      throw new ErrnoError(ESTALE, `${node.path}: this session no longer sees ${node.scope}`);
+    }
+    const cut = (buf: Buffer): Buffer => (position >= buf.length ? buf.subarray(0, 0) : buf.subarray(position, Math.min(buf.length, position + length)));
+    const cached = this.deps.fetcher.cached(node.sha256);
+    if (cached !== undefined) return cut(cached);
+    return this.withDeadline(this.deps.fetcher.get(node)).then(cut);
   }
 
   openHandles(): number {

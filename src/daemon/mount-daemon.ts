@@ -147,7 +147,8 @@ export class MountDaemon {
   /** Copies the parts' running totals and state into the metrics (before each scrape). */
   private exportTotals(m: PrometheusMetrics): void {
     const { fetcher, grants, sync } = this;
-    this.meter.exportTo(m);
+    const fast = this.fuse?.answeredByBinding?.() ?? { opens: 0, releases: 0, opendirs: 0, releasedirs: 0 };
+    this.meter.exportTo(m, { open: fast.opens, release: fast.releases, opendir: fast.opendirs, releasedir: fast.releasedirs });
     m.setTotal(D.cacheLookups, { result: 'hit' }, fetcher.hits);
     m.setTotal(D.cacheLookups, { result: 'miss' }, fetcher.misses);
     m.setTotal(D.fetches, { kind: 'file', result: 'ok' }, fetcher.fetches - fetcher.fetchErrors);
@@ -157,7 +158,7 @@ export class MountDaemon {
     m.setTotal(D.fetchedBytes, {}, fetcher.fetchedBytes);
     m.setTotal(D.readAheads, {}, this.readAhead.started);
     m.setTotal(D.grants, { result: 'asked' }, grants.requests);
-    m.setTotal(D.grants, { result: 'reused' }, grants.reused);
+    m.setTotal(D.grants, { result: 'reused' }, grants.reused + fast.opens);
     m.setTotal(D.syncs, { result: 'ok' }, sync.syncs);
     m.setTotal(D.syncs, { result: 'error' }, sync.errors);
     const cache = this.cache.stats();

@@ -12,18 +12,32 @@ import type { ControlClient } from '../control-plane/control-client.js';
 
 export type Clock = () => number;
 
+/** Told of every change of a scope's deadline: `untilMs` (a clock time), or 0 once it has none. */
+export type GrantListener = (scope: string, untilMs: number) => void;
+
 export class GrantCache {
   private readonly valid = new Map<string, number>();
   private readonly inflight = new Map<string, Promise<void>>();
   /** Grants asked of the control plane, and opens that used a fresh one instead (metrics). */
   requests = 0;
   reused = 0;
+  private listener: GrantListener | undefined;
 
   constructor(
     private readonly client: Pick<ControlClient, 'grant'>,
     private readonly ttlMs: number,
     private readonly clock: Clock = Date.now,
   ) {}
+
+  /**
+   * Hears every deadline from now on (a binding that answers opens itself
+   * while a grant is fresh: native-fuse-adapter.ts), starting with the ones
+   * held now. One listener.
+   */
+  watch(listener: GrantListener): void {
+    this.listener = listener;
+    for (const [scope, until] of this.valid) listener(scope, until);
+  }
 
   /** True when a grant for `scope` is still within its TTL. */
   isFresh(scope: string): boolean {
@@ -50,19 +64,36 @@ export class GrantCache {
     return pending;
   }
 
+  /**
+   * Asks for `scope` again now, in the background, unless a request is out:
+   * a grant renewed before it lapses, so opens in use never wait for one. A
+   * refusal drops the grant (the next open asks, and hears the refusal).
+   */
+  renew(scope: string): void {
+    if (this.ttlMs <= 0 || this.inflight.has(scope)) return;
+    const pending = this.ask(scope).finally(() => this.inflight.delete(scope));
+    this.inflight.set(scope, pending);
+    pending.catch(() => undefined);
+  }
+
   /** Records a grant learned another way (a successful file fetch is an authorised open). */
   record(scope: string, askedAt: number): void {
     if (this.ttlMs <= 0) return;
     const until = askedAt + this.ttlMs;
-    if ((this.valid.get(scope) ?? 0) < until) this.valid.set(scope, until);
+    if ((this.valid.get(scope) ?? 0) < until) {
+      this.valid.set(scope, until);
+      this.listener?.(scope, until);
+    }
   }
 
   forget(scope: string): void {
-    this.valid.delete(scope);
+    if (this.valid.delete(scope)) this.listener?.(scope, 0);
   }
 
   forgetAll(): void {
+    const scopes = [...this.valid.keys()];
     this.valid.clear();
+    for (const scope of scopes) this.listener?.(scope, 0);
   }
 
   private async ask(scope: string): Promise<void> {
@@ -71,7 +102,7 @@ export class GrantCache {
     try {
       await this.client.grant(scope);
     } catch (err) {
-      this.valid.delete(scope);
+      this.forget(scope);
       throw err;
     }
     this.record(scope, askedAt);

@@ -108,6 +108,8 @@ export interface FuseMount {
   unmount(): Promise<void>;
   /** The daemon swapped `before` for `after`: a binding that caches long drops what changed. */
   treeChanged?(before: Tree, after: Tree): void;
+  /** Requests the binding answered without the daemon's JavaScript (the native fast path), for the metrics. */
+  answeredByBinding?(): { readonly opens: number; readonly releases: number; readonly opendirs: number; readonly releasedirs: number };
 }
 
 /** The metric name of each operation; every write-type one is `write`. */

@@ -36,14 +36,20 @@ export class FuseOpMeter {
     this.sums[o]! += seconds;
   }
 
-  /** Hands the totals so far to `metrics` (call it from `beforeScrape`). */
-  exportTo(metrics: Pick<PrometheusMetrics, 'setTotal' | 'setHistogram'>): void {
+  /**
+   * Hands the totals so far to `metrics` (call it from `beforeScrape`).
+   * `answeredByBinding`: successful operations the binding answered without
+   * reaching the daemon (the native fast path), counted in the fastest bucket.
+   */
+  exportTo(metrics: Pick<PrometheusMetrics, 'setTotal' | 'setHistogram'>, answeredByBinding: Partial<Record<FuseOp, number>> = {}): void {
     FUSE_OPS.forEach((op, o) => {
+      const extra = answeredByBinding[op] ?? 0;
       FUSE_RESULTS.forEach((result, r) => {
-        metrics.setTotal(DAEMON_METRICS.fuseOps, { op, result }, this.counts[o * FUSE_RESULTS.length + r] as number);
+        metrics.setTotal(DAEMON_METRICS.fuseOps, { op, result }, (this.counts[o * FUSE_RESULTS.length + r] as number) + (r === 0 ? extra : 0));
       });
-      const counts = this.buckets.subarray(o * BUCKETS, (o + 1) * BUCKETS);
-      if (counts.some((n) => n > 0)) metrics.setHistogram(DAEMON_METRICS.fuseDuration, { op }, { counts: Array.from(counts), sum: this.sums[o] as number });
+      const counts = Array.from(this.buckets.subarray(o * BUCKETS, (o + 1) * BUCKETS));
+      counts[0] = (counts[0] as number) + extra;
+      if (counts.some((n) => n > 0)) metrics.setHistogram(DAEMON_METRICS.fuseDuration, { op }, { counts, sum: this.sums[o] as number });
     });
   }
 

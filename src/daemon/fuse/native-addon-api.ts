@@ -21,6 +21,7 @@ export const OP = {
   statfs: 10,
   access: 11,
   ended: 12,
+  readdirplus: 13,
 } as const;
 
 /** The metric name of each request kind (fuse-op-meter.ts). */
@@ -32,6 +33,7 @@ export const OP_KINDS: Readonly<Partial<Record<number, FuseOp>>> = {
   [OP.release]: 'release',
   [OP.opendir]: 'opendir',
   [OP.readdir]: 'readdir',
+  [OP.readdirplus]: 'readdir',
   [OP.releasedir]: 'releasedir',
   [OP.statfs]: 'statfs',
   [OP.access]: 'access',
@@ -49,10 +51,30 @@ export interface NativeAddon {
   replyOpen(req: number, fh: number, keepCache: boolean, cacheDir: boolean): void;
   replyBuf(req: number, data: Buffer): void;
   replyDir(req: number, size: number, firstOffset: number, names: string[], inos: number[], modes: number[]): number;
+  /** Like replyDir, each entry with its attributes (7 numbers each in `stats`: ino, mode, size, mtimeMs, nlink, uid, gid); the kernel takes a lookup of each that fits, "." and ".." aside. */
+  replyDirPlus(req: number, size: number, firstOffset: number, names: string[], stats: Float64Array, attrTimeout: number, entryTimeout: number): number;
   replyStatfs(req: number, blocks: number, files: number): void;
   invalEntry(parentIno: number, name: string): void;
   invalInode(ino: number): void;
+  /** Opens of `ino` may be answered by the addon itself while scope `scopeId`'s grant is fresh. */
+  fastAllow(ino: number, scopeId: number): void;
+  /** Opens of `ino` reach JavaScript again. */
+  fastDrop(ino: number): void;
+  /** Scope `scopeId`'s grant is fresh until `untilMs` (a Date.now() time; 0: not fresh). */
+  fastGrant(scopeId: number, untilMs: number): void;
+  /** Whether the addon answered an open of scope `scopeId` itself since the last call (and clears that). */
+  fastTakeUsed(scopeId: number): boolean;
+  /** [opens, releases, opendirs, releasedirs] the addon answered itself so far. */
+  fastCounts(): [number, number, number, number];
 }
+
+/** The scope id that marks a directory in fastAllow: its opendirs need no grant. */
+export const FAST_DIR_SCOPE = 2 ** 32 - 1;
+/** Handles of opendirs the addon answered itself have this bit (and a number of their own below it). */
+export const FAST_DIR_BIT = 2 ** 41;
+
+/** The handle of an open the addon answered itself (above every handle the daemon allocates). */
+export const FAST_FH = 2 ** 40;
 
 let addon: { readonly addon: NativeAddon; readonly origin: string } | undefined;
 

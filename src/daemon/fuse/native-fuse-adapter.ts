@@ -15,11 +15,21 @@
 //   revocation: when a scope leaves the tree, the kernel is told to drop the
 //   pages and listings of every node of it it holds, and the daemon answers
 //   their reads ESTALE and their listings empty;
-// - every `open` still comes here and is authorised by the core. An open of
-//   an inode the tree has since replaced answers ESTALE, which makes the
-//   kernel look the path up again and retry once.
-// Directory listings are cached by the kernel too (cache_readdir) until the
-// directory's inode is invalidated.
+// - every `open` is authorised by the core the first time, and again
+//   whenever its scope's grant has expired. An open of an inode the tree has
+//   since replaced answers ESTALE, which makes the kernel look the path up
+//   again and retry once. Once a node has been opened here, the addon answers
+//   its later opens and releases itself while the scope's grant is fresh (the
+//   fast path: the grant deadlines are pushed to it as the core learns them,
+//   and dropped on revocation); a node leaves the fast path when a tree swap
+//   replaces or removes it or its scope, or the kernel forgets it. A read of a
+//   fast-path handle (FAST_FH) comes here and is served by node id.
+// Directory listings are cached by the kernel too (cache_readdir, and
+// keep_cache on opendir so they outlive the descriptor) until the
+// directory's inode is invalidated. A directory opened here once is opened
+// by the addon afterwards (handles with FAST_DIR_BIT) while the tree holds
+// it; a READDIR of such a handle (the kernel's cache missed) starts its
+// listing here, from the tree of that moment.
 //
 // The kernel's lookup count per inode is kept here (`known`): a node id the
 // kernel holds resolves to its node even after the tree moved on, until the
@@ -31,10 +41,10 @@ import { constants } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { KnowledgeError } from '../../core/errors.js';
 import { treeChanges } from '../../core/tree/tree-changes.js';
-import { parentPath, ROOT_INO, type DirNode, type NodeStat, type Tree, type TreeNode } from '../../core/tree/tree.js';
+import { parentPath, ROOT_INO, type DirNode, type FileNode, type NodeStat, type Tree, type TreeNode } from '../../core/tree/tree.js';
 import { ErrnoMapper } from './errno.js';
 import type { KnowledgeFilesystem } from '../filesystem.js';
-import { OP, OP_KINDS, loadNativeAddon, type NativeAddon } from './native-addon-api.js';
+import { FAST_DIR_BIT, FAST_DIR_SCOPE, FAST_FH, OP, OP_KINDS, loadNativeAddon, type NativeAddon } from './native-addon-api.js';
 import type { FuseMount, FuseMountOptions } from './fuse-adapter.js';
 import { devFdPath } from './handed-mount.js';
 import { mountEntry } from './stale-mount.js';
@@ -50,6 +60,18 @@ export const NATIVE_CACHE_SEC = 3600;
 const UNMOUNT_WAIT_MS = 2000;
 /** Smallest directory entry libfuse writes (24-byte header + name padded to 8). */
 const MIN_DIRENT = 32;
+/** Smallest readdirplus entry: a 128-byte fuse_entry_out before it. */
+const MIN_DIRENT_PLUS = MIN_DIRENT + 128;
+/**
+ * A grant the addon's fast path used is asked for again once this share of
+ * its life has passed, so a `grep -r` running across its expiry never waits
+ * for the control plane (the TTL still counts from each request). Half: the
+ * other half (2.5 s by default) covers a control plane slow to answer under
+ * load; at 80 % a busy one let grants lapse mid-`grep`.
+ */
+const RENEW_AT = 0.5;
+/** Numbers per entry in replyDirPlus's stats. */
+const STAT_FIELDS = 7;
 
 interface Known {
   node: TreeNode;
@@ -76,6 +98,12 @@ export interface NativeMountOptions extends FuseMountOptions {
 export class NativeFuseSession implements FuseMount {
   private readonly known = new Map<number, Known>();
   private readonly dirs = new Map<number, OpenDir>();
+  /** Nodes the addon may open itself (its fast path), as it was told: files, and directories (opendir). */
+  private readonly fast = new Map<number, TreeNode>();
+  /** A small number per scope, as the addon knows scopes. */
+  private readonly scopeIds = new Map<string, number>();
+  /** Per scope: the timer that renews its grant ahead of expiry if the fast path used it. */
+  private readonly renewals = new Map<string, NodeJS.Timeout>();
   private nextDirHandle = 1;
   private readonly errors: ErrnoMapper;
   private readonly cacheSec: number;
@@ -98,7 +126,8 @@ export class NativeFuseSession implements FuseMount {
 
   mount(mountpoint: string): void {
     this.mountpoint = mountpoint;
-    const options = ['fsname=knowledgefs', 'subtype=knowledgefs'];
+    // ro: the kernel refuses writes itself, and never invalidates attributes for an atime update after a READ or READDIR.
+    const options = ['fsname=knowledgefs', 'subtype=knowledgefs', 'ro'];
     if (this.opts.allowOther === true) options.push('allow_other');
     if (this.opts.defaultPermissions === true) options.push('default_permissions');
     // A handed-over descriptor: libfuse serves `/dev/fd/N` as it is (the kernel options were the mounter's).
@@ -108,10 +137,65 @@ export class NativeFuseSession implements FuseMount {
     } catch (err) {
       throw new KnowledgeError('config', `cannot mount ${mountpoint}: ${err instanceof Error ? err.message : String(err)}`);
     }
+    this.fs.watchGrants((scope, untilMs) => this.grantChanged(scope, untilMs));
+  }
+
+  /**
+   * The core's deadline for `scope` moved: the addon hears it, and shortly
+   * before it passes the grant is asked for again if the addon answered
+   * opens of that scope meanwhile (the core never sees those opens).
+   */
+  private grantChanged(scope: string, untilMs: number): void {
+    const id = this.scopeId(scope);
+    this.native.fastGrant(id, untilMs);
+    clearTimeout(this.renewals.get(scope));
+    this.renewals.delete(scope);
+    if (untilMs === 0 || this.hasEnded) return;
+    const life = untilMs - Date.now();
+    if (life <= 0) return;
+    const timer = setTimeout(() => {
+      this.renewals.delete(scope);
+      if (this.native.fastTakeUsed(id)) this.fs.renewGrant(scope);
+    }, life * RENEW_AT);
+    timer.unref();
+    this.renewals.set(scope, timer);
+  }
+
+  private scopeId(scope: string): number {
+    let id = this.scopeIds.get(scope);
+    if (id === undefined) {
+      id = this.scopeIds.size;
+      this.scopeIds.set(scope, id);
+    }
+    return id;
+  }
+
+  answeredByBinding(): { opens: number; releases: number; opendirs: number; releasedirs: number } {
+    const [opens, releases, opendirs, releasedirs] = this.native.fastCounts();
+    return { opens, releases, opendirs, releasedirs };
+  }
+
+  /** An open (or opendir) of `node` (node id `ino`) succeeded here: later ones may be answered by the addon. */
+  private allowFast(ino: number, node: TreeNode): void {
+    if (this.hasEnded || this.fast.has(ino) || this.opts.tree().get(node.path)?.stat.ino !== ino) return;
+    this.fast.set(ino, node);
+    this.native.fastAllow(ino, node.kind === 'dir' ? FAST_DIR_SCOPE : this.scopeId(node.scope));
+  }
+
+  private dropFast(ino: number): void {
+    if (this.fast.delete(ino)) this.native.fastDrop(ino);
+  }
+
+  /** Before anything else on a swap: no node the new tree replaced or lost, or of a scope it lost, stays on the fast path. */
+  private dropReplacedFast(after: Tree): void {
+    for (const [ino, node] of this.fast) {
+      if ((node.kind === 'file' && !after.hasScope(node.scope)) || after.get(node.path)?.stat.ino !== ino) this.dropFast(ino);
+    }
   }
 
   /** Tells the kernel what changed between two trees (queued; sent from the addon's own thread). */
   treeChanged(before: Tree, after: Tree): void {
+    this.dropReplacedFast(after);
     const changes = treeChanges(before, after);
     for (const e of changes.entries) if (this.kernelHolds(e.parentIno)) this.native.invalEntry(e.parentIno, e.name);
     for (const ino of changes.dirs) if (this.kernelHolds(ino)) this.native.invalInode(ino);
@@ -213,17 +297,21 @@ export class NativeFuseSession implements FuseMount {
       case OP.open:
         return this.open(req, ino, a);
       case OP.read:
+        if (fh === FAST_FH) return this.readFast(req, ino, a, b);
         this.native.replyBuf(req, this.fs.slice(fh, a, b));
         return 0;
       case OP.release:
-        this.fs.release(fh);
+        if (fh !== FAST_FH) this.fs.release(fh);
         this.native.replyErr(req, 0);
         return 0;
       case OP.opendir:
         this.opendir(req, ino);
         return 0;
       case OP.readdir:
-        this.readdir(req, fh, a, b);
+        this.readdir(req, ino, fh, a, b, false);
+        return 0;
+      case OP.readdirplus:
+        this.readdir(req, ino, fh, a, b, true);
         return 0;
       case OP.releasedir:
         this.dirs.delete(fh);
@@ -246,6 +334,9 @@ export class NativeFuseSession implements FuseMount {
         }
         this.hasEnded = true;
         this.known.clear();
+        this.fast.clear();
+        for (const timer of this.renewals.values()) clearTimeout(timer);
+        this.renewals.clear();
         this.dirs.clear();
         this.markEnded();
         return undefined;
@@ -286,12 +377,7 @@ export class NativeFuseSession implements FuseMount {
       return -E.ENOENT;
     }
     const s = node.stat;
-    const held = this.known.get(s.ino);
-    if (held === undefined) this.known.set(s.ino, { node, lookups: 1 });
-    else {
-      held.node = node;
-      held.lookups++;
-    }
+    this.hold(node);
     this.native.replyEntry(req, s.ino, s.mode, s.size, s.mtime, s.nlink, s.uid, s.gid, this.cacheSec, this.cacheSec);
     return 0;
   }
@@ -302,7 +388,10 @@ export class NativeFuseSession implements FuseMount {
       const held = this.known.get(ino);
       if (held === undefined) continue;
       held.lookups -= pairs[i + 1]!;
-      if (held.lookups <= 0) this.known.delete(ino);
+      if (held.lookups <= 0) {
+        this.known.delete(ino);
+        this.dropFast(ino);
+      }
     }
   }
 
@@ -321,12 +410,14 @@ export class NativeFuseSession implements FuseMount {
     const opened = this.fs.open(node.path, flags);
     if (typeof opened === 'number') {
       this.native.replyOpen(req, opened, true, false);
+      if (node.kind === 'file') this.allowFast(ino, node);
       return 0;
     }
     const started = this.opts.meter === undefined ? 0 : performance.now();
     opened.then(
       (fh) => {
         this.native.replyOpen(req, fh, true, false);
+        if (node.kind === 'file') this.allowFast(ino, node);
         this.count(OP.open, started, 0);
       },
       (err: unknown) => {
@@ -345,7 +436,50 @@ export class NativeFuseSession implements FuseMount {
     const tree = this.opts.tree();
     const parent = ino === ROOT_INO ? undefined : tree.get(parentPath(dir.path));
     this.dirs.set(fh, { dir, tree, parentIno: parent?.stat.ino ?? ROOT_INO });
-    this.native.replyOpen(req, fh, false, true);
+    // keep_cache: the listing the kernel cached outlives this descriptor (until the directory's inode is invalidated).
+    this.native.replyOpen(req, fh, true, true);
+    this.allowFast(ino, dir);
+  }
+
+  /**
+   * A READDIR of a handle the addon opened itself (its listing was not in the
+   * kernel's cache): the listing starts here, from the current tree, as an
+   * opendir here would have started it; undefined once the directory has
+   * left the tree (the handle then lists nothing, as any held one).
+   */
+  private openFastDir(fh: number, ino: number): OpenDir | undefined {
+    const tree = this.opts.tree();
+    const node = ino === ROOT_INO ? tree.get('/') : this.known.get(ino)?.node;
+    const dir = node === undefined ? undefined : tree.get(node.path);
+    if (dir?.kind !== 'dir' || dir.stat.ino !== ino) return undefined;
+    const parent = ino === ROOT_INO ? undefined : tree.get(parentPath(dir.path));
+    const open = { dir, tree, parentIno: parent?.stat.ino ?? ROOT_INO };
+    this.dirs.set(fh, open);
+    return open;
+  }
+
+  /** A read of a handle the addon opened itself: the bytes of that node id's version. */
+  private readFast(req: number, ino: number, size: number, offset: number): number | undefined {
+    const node = this.nodeOf(ino);
+    if (node.kind !== 'file') throw new KnowledgeError('not_found', `not a file: ${node.path}`);
+    const bytes = this.fs.sliceNode(node, size, offset);
+    if (!(bytes instanceof Promise)) {
+      this.native.replyBuf(req, bytes);
+      return 0;
+    }
+    const started = this.opts.meter === undefined ? 0 : performance.now();
+    bytes.then(
+      (buf) => {
+        this.native.replyBuf(req, buf);
+        this.count(OP.read, started, 0);
+      },
+      (err: unknown) => {
+        const errno = this.errors.toErrno(err);
+        this.native.replyErr(req, errno);
+        this.count(OP.read, started, -errno);
+      },
+    );
+    return undefined;
   }
 
   /**
@@ -353,10 +487,17 @@ export class NativeFuseSession implements FuseMount {
    * the tree it started in (offset 0, so a rewind starts afresh from the
    * current tree); once the current tree no longer has the directory (its
    * scope revoked, or the path removed) the handle lists nothing more, like a
-   * removed directory.
+   * removed directory. READDIRPLUS (`plus`) sends each entry's attributes
+   * too, so `ls -l` and `find` need no LOOKUP of what they list; the kernel
+   * then holds a lookup of every entry that fitted, counted here as a LOOKUP
+   * would be.
    */
-  private readdir(req: number, fh: number, size: number, offset: number): void {
-    let open = this.dirs.get(fh);
+  private readdir(req: number, ino: number, fh: number, size: number, offset: number, plus: boolean): void {
+    let open = this.dirs.get(fh) ?? (fh >= FAST_DIR_BIT ? this.openFastDir(fh, ino) : undefined);
+    if (open === undefined && fh >= FAST_DIR_BIT) {
+      this.native.replyDir(req, size, offset, [], [], []);
+      return;
+    }
     if (open === undefined) throw new KnowledgeError('not_found', `bad directory handle ${fh}`);
     const current = this.opts.tree();
     const now = current.get(open.dir.path);
@@ -372,13 +513,15 @@ export class NativeFuseSession implements FuseMount {
     const names: string[] = [];
     const inos: number[] = [];
     const modes: number[] = [];
-    const most = Math.ceil(size / MIN_DIRENT);
+    const nodes: (TreeNode | undefined)[] = [];
+    const most = Math.ceil(size / (plus ? MIN_DIRENT_PLUS : MIN_DIRENT));
     const total = dir.names.length + 2;
     for (let i = offset; i < total && names.length < most; i++) {
       if (i < 2) {
         names.push(i === 0 ? '.' : '..');
         inos.push(i === 0 ? dir.stat.ino : open.parentIno);
         modes.push(dir.stat.mode);
+        nodes.push(i === 0 ? dir : undefined);
         continue;
       }
       const name = dir.names[i - 2]!;
@@ -386,8 +529,33 @@ export class NativeFuseSession implements FuseMount {
       names.push(name);
       inos.push(child?.stat.ino ?? 0);
       modes.push(child?.stat.mode ?? 0);
+      nodes.push(child);
     }
-    this.native.replyDir(req, size, offset, names, inos, modes);
+    if (!plus) {
+      this.native.replyDir(req, size, offset, names, inos, modes);
+      return;
+    }
+    const stats = new Float64Array(names.length * STAT_FIELDS);
+    nodes.forEach((node, j) => {
+      // ".." of a directory whose parent is not at hand: its number and mode only (the kernel takes no lookup of it).
+      const s = node?.stat ?? { ino: inos[j]!, mode: modes[j]!, size: 0, mtime: 0, nlink: 2, uid: dir.stat.uid, gid: dir.stat.gid };
+      stats.set([s.ino, s.mode, s.size, s.mtime, s.nlink, s.uid, s.gid], j * STAT_FIELDS);
+    });
+    const added = this.native.replyDirPlus(req, size, offset, names, stats, this.cacheSec, this.cacheSec);
+    for (let j = 0; j < added; j++) {
+      const node = nodes[j];
+      if (offset + j >= 2 && node !== undefined) this.hold(node);
+    }
+  }
+
+  /** The kernel took one more lookup of `node` (a LOOKUP, or an entry of a READDIRPLUS). */
+  private hold(node: TreeNode): void {
+    const held = this.known.get(node.stat.ino);
+    if (held === undefined) this.known.set(node.stat.ino, { node, lookups: 1 });
+    else {
+      held.node = node;
+      held.lookups++;
+    }
   }
 }
 

@@ -9,7 +9,10 @@
 // service is asked at most once per --membership-recheck per long-poll, and a
 // session holds at most --max-long-polls at once (429 beyond). So one session
 // causes at most max-long-polls × (1 + wait / membership-recheck) lookups per
-// wait, and a revoked membership reaches a waiting plan within one re-check.
+// wait, and a revoked membership reaches a waiting plan within one re-check
+// (directory.json's memberships are not kept: a rescan that changes them wakes
+// the long-poll, which sees them at once). A session revoked while its
+// long-poll waits gets 401 at once.
 // Decisions are audited when a plan is handed out (200);
 // 304s hand nothing out and write nothing, which keeps polling cheap.
 // Scope JSON is cached per snapshot so large plans are not re-serialized for
@@ -138,7 +141,9 @@ export async function planRoute(ctx: RouteContext, session: SessionRecord, req: 
   }
   try {
     const recheckMs = ctx.options.membershipRecheckMs;
-    const membership = recheckedMembership(ctx.membership, recheckMs, ctx.options.now);
+    // Only an external service's answers are kept for a re-check: directory.json's are in memory, and a rescan that
+    // changed them wakes this long-poll, which must then see them (a creator removed from a team, at once).
+    const membership = ctx.options.membershipUrl === undefined ? ctx.membership : recheckedMembership(ctx.membership, recheckMs, ctx.options.now);
     let mark = poll?.mark();
     let { plan, decisions } = await computePlan(ctx, session, threshold, membership);
     let etag = `"${plan.version}"`;
@@ -158,7 +163,9 @@ export async function planRoute(ctx: RouteContext, session: SessionRecord, req: 
       } finally {
         if (poll !== undefined) ctx.metrics.add(CONTROL_PLANE_METRICS.planLongPolls, {}, -1);
       }
-      if (unchanged || session.revoked) return empty(304, { etag, 'cache-control': 'no-cache' });
+      // A session revoked while its long-poll waited: 401 now, so the mount empties at once rather than at its next poll.
+      if (session.revoked) throw new KnowledgeError('unauthorized', 'missing, invalid or revoked session token (Authorization: Bearer <token>)');
+      if (unchanged) return empty(304, { etag, 'cache-control': 'no-cache' });
     }
     for (const d of decisions) audit(ctx, session, 'plan', d);
     return rawJsonResponse(200, serializePlan(plan, known), { etag, 'cache-control': 'no-cache' });
