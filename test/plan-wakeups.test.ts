@@ -3,7 +3,7 @@
 // mark() and wait(), end on the timeout or an abort, and one session holds
 // at most --max-long-polls at once.
 
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { PlanWakeups } from '../src/server/http/plan-wakeups.js';
 
 const HOUR = 3_600_000;
@@ -127,5 +127,31 @@ describe('PlanWakeups', () => {
     const next = w.begin('a')!;
     expect(next.mark()).toBe(before);
     next.end();
+  });
+});
+
+describe('PlanWakeups leaves nothing behind', () => {
+  it('a woken, aborted or timed-out wait clears its timer and its abort listener', async () => {
+    const { getEventListeners } = await import('node:events');
+    vi.useFakeTimers();
+    try {
+      const w = new PlanWakeups(4);
+      const a = w.begin('a')!;
+      const ac = new AbortController();
+      const woken = a.wait(a.mark(), HOUR, ac.signal);
+      expect(vi.getTimerCount()).toBe(1);
+      expect(getEventListeners(ac.signal, 'abort')).toHaveLength(1);
+      w.sessionChanged('a');
+      await woken;
+      expect(vi.getTimerCount()).toBe(0);
+      expect(getEventListeners(ac.signal, 'abort')).toHaveLength(0);
+      const timedOut = a.wait(a.mark(), 10, ac.signal);
+      await vi.advanceTimersByTimeAsync(10);
+      await timedOut;
+      expect(getEventListeners(ac.signal, 'abort')).toHaveLength(0);
+      a.end();
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });

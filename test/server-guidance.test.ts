@@ -29,6 +29,10 @@ describe('teamDenialMessage', () => {
     expect(teamDenialMessage('payments', 'team_search', 'agent')).toMatch(/^this session belongs to team "payments" and cannot use team "search"'s sub-agents: team sessions use only their own team's sub-agents and the account's, .* ask an admin to give the sub-agent to team "payments" or to the account; /);
   });
 
+  it('a name that is no scope at all is named as it is', () => {
+    expect(teamDenialMessage('payments', 'no such thing')).toMatch(/^this session belongs to team "payments" and cannot load team "no such thing": /);
+  });
+
   it('names a scope that is not a team as it is, and a session without a team as (none)', () => {
     expect(teamDenialMessage(undefined, 'account')).toMatch(/^this session belongs to team "\(none\)" and cannot load team "account": .*share the document into team "\(none\)"'s pack .*member of team "account"; or hand the incident to team "account"\.$/);
   });
