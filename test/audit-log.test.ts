@@ -178,6 +178,8 @@ describe('the stdout sink, word for word', () => {
     }
     await flushing;
     expect(r.written).toHaveLength(2);
+    // Taken by the reader, not only handed to the stream.
+    expect(r.waiting()).toBe(0);
     sink.append(record('stuck'));
     const started = performance.now();
     await sink.close();

@@ -80,6 +80,14 @@ describe('recentBlobs', () => {
     expect(asked.listObjects).toEqual([]);
   });
 
+  it('exactly HEAD_AT_MOST: still one LastModified each; a missing blob is never recent, even since 0', async () => {
+    const wanted = shas(HEAD_AT_MOST);
+    const { store, asked } = bucket({ [blobKey(wanted[0] as string)]: 0 });
+    expect(await recentBlobs(store, wanted, 0)).toEqual(new Set([wanted[0]]));
+    expect(asked.lastModified).toBe(HEAD_AT_MOST);
+    expect(asked.listObjects).toEqual([]);
+  });
+
   it('goes through the given lastModified', async () => {
     const { store, asked } = bucket({});
     const [a] = shas(1) as [string];
@@ -132,7 +140,9 @@ describe('eachLimited', () => {
       if (i === 2) throw new Error('HEAD failed');
       if (i === 3) throw new Error('later failure');
     });
-    await expect(failure).rejects.toThrow('HEAD failed');
+    const thrown: unknown = await failure.then(() => null, (e: unknown) => e);
+    expect(thrown).toBeInstanceOf(Error);
+    expect((thrown as Error).message).toBe('HEAD failed');
     expect(started).toEqual([1, 2]);
   });
 

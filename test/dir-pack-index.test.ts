@@ -2,7 +2,7 @@
 // (the outermost ones only) and where a scope's pack lives in the data dir.
 
 import { describe, expect, it } from 'vitest';
-import { indexOf, outermost, scopeDir, SYNC_HASH_BYTES } from '../src/store/data-dir/dir-pack-index.js';
+import { indexOf, outermost, scopeDir, SYNC_HASH_BYTES, utf8 } from '../src/store/data-dir/dir-pack-index.js';
 
 describe('outermost', () => {
   it('drops directories inside another of them and duplicates, sorted', () => {
@@ -21,6 +21,13 @@ describe('scopeDir', () => {
     expect(scopeDir('/data', 'account')).toBe('/data/account');
     expect(scopeDir('/data', 'team_payments')).toBe('/data/teams/payments');
     expect(scopeDir('/data', 'payments')).toBeNull();
+  });
+});
+
+describe('utf8', () => {
+  it('refuses bytes that are not UTF-8 instead of replacing them', () => {
+    expect(utf8.decode(Buffer.from('héllo'))).toBe('héllo');
+    expect(() => utf8.decode(Buffer.from([0x68, 0xff, 0x69]))).toThrow(TypeError);
   });
 });
 

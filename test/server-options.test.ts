@@ -6,7 +6,7 @@
 import { hostname } from 'node:os';
 import { describe, expect, it } from 'vitest';
 import { KnowledgeError } from '../src/core/errors.js';
-import { internalDir, isStateUrl, resolveOptions, type ControlPlaneOptions } from '../src/server/options.js';
+import { AUDIT_TO_POSTGRES, AUDIT_TO_STDOUT, internalDir, isStateUrl, resolveOptions, type ControlPlaneOptions } from '../src/server/options.js';
 
 const TOKEN = 'kfsadmin_0123456789abcdef';
 const base: ControlPlaneOptions = { dataDir: '/srv/knowledge', adminToken: TOKEN };
@@ -55,6 +55,8 @@ describe('defaults', () => {
       now: Date.now,
     });
     expect(internalDir('/d')).toBe('/d/.knowledgefs');
+    // The --audit-log values that are not paths.
+    expect([AUDIT_TO_STDOUT, AUDIT_TO_POSTGRES]).toEqual(['-', 'postgres']);
   });
 
   it('the log goes to stderr, one line each', () => {

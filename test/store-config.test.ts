@@ -34,6 +34,7 @@ describe('parseStoreUrl', () => {
     expect(refusal(() => parseStoreUrl('/srv/knowledge'))).toBe('--store "/srv/knowledge": expected s3://BUCKET or s3://BUCKET/PREFIX');
     expect(refusal(() => parseStoreUrl('x s3://knowledge', '--from'))).toBe('--from "x s3://knowledge": expected s3://BUCKET or s3://BUCKET/PREFIX');
     expect(refusal(() => parseStoreUrl('s3:/knowledge'))).toMatch(/expected s3:\/\/BUCKET/);
+    expect(refusal(() => parseStoreUrl('s3://knowledge/p\nrm -rf'))).toMatch(/expected s3:\/\/BUCKET/);
   });
 
   it('refuses bucket names S3 refuses', () => {
