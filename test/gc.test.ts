@@ -4,14 +4,12 @@
 // everything outside the layout), what a dry run reports (and that it
 // deletes nothing), and that --delete removes exactly the rest.
 
-import { spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { blobKey, directoryKey, historyKey, indexKey, type Pointer } from '../src/core/publication.js';
 import { sha256Hex } from '../src/core/sha256.js';
 import { collectGarbage, type GcResult } from '../src/store/gc/gc.js';
 import type { S3ObjectStore } from '../src/store/objects/s3-object-store.js';
 import { publishTo, s3Store } from './helpers/bucket.js';
-import { BIN } from './helpers/control-plane.js';
 import { makeDataDir, removeDataDir, writeDataFile, type DataDirSpec } from './helpers/data-dir.js';
 import { startS3, type TestS3 } from './helpers/s3rver.js';
 
@@ -156,49 +154,6 @@ describe('gc', () => {
       expect(await keys(store)).toHaveLength(1);
     } finally {
       await store.close();
-    }
-  });
-});
-
-function cli(args: string[], env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, KNOWLEDGEFS_STATE_URL: '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (s: string) => (stdout += s));
-    child.stderr.setEncoding('utf8').on('data', (s: string) => (stderr += s));
-    child.once('exit', (code) => resolve({ code, stdout, stderr }));
-  });
-}
-
-describe('knowledgefs gc (CLI)', () => {
-  it('a dry run prints counts and bytes and progress; --delete without --state is refused (exit 2)', async () => {
-    const p = prefix();
-    const data = await makeDataDir(spec);
-    try {
-      await threePublications(p, data);
-      const store = `s3://${s3.bucket}/${p}`;
-      // Everything is seconds old: a grace of 0s lets the dry run count it.
-      const dry = await cli(['gc', '--store', store, '--keep', '1', '--grace', '0s'], s3.env);
-      expect(dry.code).toBe(0);
-      expect(dry.stderr).toMatch(/gc: no --state: publications replicas serve are not known/);
-      expect(dry.stderr).toMatch(/gc: listed 1\d objects…/);
-      expect(dry.stdout).toMatch(new RegExp(`^gc ${store}: 1 publication kept, grace 0ms\\n`));
-      expect(dry.stdout).toMatch(/\nwould delete 6 objects, [\d.]+ (B|KiB): 2 blobs \(12 B\), 2 indexes \(.*\), 2 publications \(.*\)\n/);
-      expect(dry.stdout).toMatch(/dry run: nothing was deleted; run again with --delete/);
-      const refused = await cli(['gc', '--store', store, '--grace', '0s', '--delete'], s3.env);
-      expect(refused.code).toBe(2);
-      expect(refused.stderr).toMatch(/--delete needs --state postgres:\/\/…/);
-      const again = await cli(['gc', '--store', store, '--keep', '1', '--grace', '0s', '--json'], s3.env);
-      expect(JSON.parse(again.stdout)).toMatchObject({ deleted: false, swept: { objects: 6 } });
-      const file = await cli(['gc', '--store', store, '--state', '/var/lib/knowledgefs/state.json'], s3.env);
-      expect(file.code).toBe(2);
-      expect(file.stderr).toMatch(/--state: expected the replicas' PostgreSQL/);
-      const bad = await cli(['gc', '--store', store, '--keep', '0'], s3.env);
-      expect(bad.code).toBe(2);
-      expect(bad.stderr).toMatch(/--keep.*expected a number of publications from 1/);
-    } finally {
-      await removeDataDir(data);
     }
   });
 });

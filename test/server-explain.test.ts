@@ -4,11 +4,10 @@
 // team the creator is not in. Admin only (a runner token is 403), audited
 // with action "explain", text for people and JSON for tools.
 
-import { spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ExplainResponse, ExplainScope } from '../src/core/wire.js';
 import { memoryAuditSink } from '../src/server/access/audit-log.js';
-import { BIN, startControlPlane, type TestControlPlane } from './helpers/control-plane.js';
+import { startControlPlane, type TestControlPlane } from './helpers/control-plane.js';
 import { makeDataDir, removeDataDir, writeDataFile } from './helpers/data-dir.js';
 import { startFaultMembership, type FaultMembership } from './helpers/fault-membership.js';
 
@@ -175,44 +174,5 @@ describe('access and bad input', () => {
     expect((await explain({ session: 's_nope' })).body.error).toMatchObject({ code: 'not_found', message: 'no such session: s_nope' });
     expect((await explain({ session: alice.sessionId, path: '../etc/passwd' })).status).toBe(400);
     expect((await explain({ session: alice.sessionId, threshold: 'lots' })).body.error?.message).toMatch(/threshold/);
-  });
-});
-
-function cli(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, KNOWLEDGEFS_ADMIN_TOKEN: cp.adminToken }, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
-    child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
-}
-
-describe('knowledgefs explain', () => {
-  it('prints one screen a person reads at a glance', async () => {
-    const r = await cli(['explain', '--server', cp.url, '--session', alice.sessionId, '--path', 'knowledge/team_billing/secrets/ledger.md', '--threshold', '1']);
-    expect(r.code, r.stderr).toBe(0);
-    expect(r.stdout).toContain(`session   ${alice.sessionId}: personal session, bound to team payments, creator alice`);
-    expect(r.stdout).toContain('members   alice (membership service): payments, search, storage');
-    expect(r.stdout).toMatch(/^team_billing\s+\S+\s+2\s+.*\s+no\s+no\s+deny\s+creator-not-member: creator alice is not a member of team billing/m);
-    expect(r.stdout).toMatch(/^team_search .*allow\s+creator-member: .*\[mounted\]$/m);
-    expect(r.stdout).toContain('a read    404 not_found: no such file: team_billing/secrets/ledger.md');
-    expect(r.stdout.split('\n').length).toBeLessThan(30);
-  });
-
-  it('--json prints the API answer', async () => {
-    const r = await cli(['explain', '--server', cp.url, '--session', bob.sessionId, '--json']);
-    expect(r.code, r.stderr).toBe(0);
-    const e = JSON.parse(r.stdout) as ExplainResponse;
-    expect(e.session.id).toBe(bob.sessionId);
-    expect(e.scopes.length).toBeGreaterThan(1);
-  });
-
-  it('an unknown session exits 1; an unreachable server exits 4', async () => {
-    const unknown = await cli(['explain', '--server', cp.url, '--session', 's_nope']);
-    expect(unknown.code).toBe(1);
-    expect(unknown.stderr).toContain('no such session: s_nope');
-    expect((await cli(['explain', '--server', 'http://127.0.0.1:9', '--session', 'x'])).code).toBe(4);
   });
 });

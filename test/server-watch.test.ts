@@ -14,7 +14,7 @@ import { workForEvent, type WatchFunction } from '../src/server/packs/data-watch
 import { DirPackStore } from '../src/store/data-dir/dir-pack-store.js';
 import { DEBOUNCE_MS, RescanLoop } from '../src/server/packs/rescan-loop.js';
 import { makeDataDir, removeDataDir, removeDataFile, writeDataFile, writeDirectory, type DataDirSpec } from './helpers/data-dir.js';
-import { spawnControlPlane, startControlPlane, type TestControlPlane } from './helpers/control-plane.js';
+import { startControlPlane, type TestControlPlane } from './helpers/control-plane.js';
 
 const sha = (s: string) => createHash('sha256').update(s).digest('hex');
 const HOUR = 3_600_000;
@@ -282,19 +282,5 @@ describe('without a working watch, the periodic rescan finds changes', () => {
     await writeDataFile(dir, 'teams/search/broken/new.md', 'watch broken\n');
     await eventually(cp, token, (f) => f['team_search/broken/new.md'] === sha('watch broken\n'));
     expect(cp.logs.filter((l) => l.startsWith('watching '))).toEqual([expect.stringMatching(/stopped: watch of .* failed: EIO: i\/o error; rescanning everything every 100ms/)]);
-  });
-
-  it('the CLI says which it does: --watch off, or watching N directories', async () => {
-    const off = await spawnControlPlane({ dataDir: dir, args: ['--watch', 'off', '--scan-interval', '300ms'] });
-    const on = await spawnControlPlane({ dataDir: dir });
-    try {
-      const deadline = Date.now() + 10_000;
-      while (!(off.stderr.includes('serving ') && on.stderr.includes('serving ')) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-      expect(off.stderr).toMatch(/sessions in [^;]+; full rescan every 300ms\n/);
-      expect(on.stderr).toMatch(/sessions in [^;]+; watching \d+ directories, full rescan every 30s\n/);
-    } finally {
-      await off.kill();
-      await on.kill();
-    }
   });
 });

@@ -228,6 +228,7 @@ export function resolveOptions(o: ControlPlaneOptions): ResolvedOptions {
       ? undefined
       : resolveS3Config({ store: o.store, endpoint: o.s3Endpoint, timeoutMs: positive('--s3-timeout', o.s3TimeoutMs, DEFAULTS.s3TimeoutMs), env: o.env ?? process.env });
   return {
+    // Stryker disable next-line ConditionalExpression: with --store a data directory was refused above, so o.dataDir is undefined either way
     dataDir: o.store === undefined ? o.dataDir : undefined,
     s3,
     publicationPollMs: positive('--publication-poll', o.publicationPollMs, DEFAULTS.publicationPollMs),

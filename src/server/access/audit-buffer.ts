@@ -32,6 +32,7 @@ export class AuditBuffer<T> {
     const batch = this.items.slice(this.head, this.head + n);
     this.head += batch.length;
     // Compact now and then, so the array does not grow with every push ever made.
+    // Stryker disable next-line ConditionalExpression,LogicalOperator,EqualityOperator,ArithmeticOperator,BlockStatement: compacting more or less often changes only memory, never which items are held or their order
     if (this.head > 1024 && this.head * 2 > this.items.length) {
       this.items = this.items.slice(this.head);
       this.head = 0;
