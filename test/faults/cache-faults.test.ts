@@ -101,6 +101,10 @@ fuseSuite('disk cache faults', () => {
     for (const file of victims) {
       const f = bySha.get(file.split('/').pop() as string) as CorpusFile;
       expect(f, 'a cache file named after no corpus file').toBeDefined();
+      // The kernel may still hold the file's pages from earlier reads (and the
+      // native binding answers a warm open without the daemon): drop them, so
+      // the cat's reads reach the daemon and its disk cache.
+      expect((await run('dd', [`if=${join(m.mountpoint, f.mountPath)}`, 'iflag=nocache', 'count=0'])).code).toBe(0);
       const r = await run('cat', [join(m.mountpoint, f.mountPath)], { timeoutMs: 60_000 });
       expect(r.stdout === f.content, `${f.mountPath}: wrong bytes after corruption (${r.stderr})`).toBe(true);
     }
