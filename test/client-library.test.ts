@@ -178,7 +178,10 @@ describe('KnowledgeClient errors', () => {
       const err = await failure(c.manifest());
       expect(err).toBeInstanceOf(DaemonUnreachableError);
       expect(err).toMatchObject({ code: 'unavailable', reason: 'untrusted' });
-      expect(err.message).toContain(`refusing to use the control socket ${spoofPath}: ${open} is writable by other users (mode 0777)`);
+      expect(err.message).toBe(
+        `refusing to use the control socket ${spoofPath}: ${open} is writable by other users (mode 0777), so another user could stand in for the mount daemon; ` +
+          'use a socket in a directory only root or you can write (see --socket)',
+      );
       expect(d.connections()).toBe(0);
     } finally {
       c.close();
@@ -207,11 +210,14 @@ describe('KnowledgeClient errors', () => {
 
   it('reports a connection dropped before any answer', async () => {
     const path = join(dir, `drop-${process.pid}.sock`);
-    const server = createNetServer((conn) => conn.once('data', () => conn.destroy()));
+    let requests = 0;
+    const server = createNetServer((conn) => conn.once('data', () => { requests++; conn.destroy(); }));
     await new Promise<void>((r) => server.listen(path, r));
     const c = new KnowledgeClient({ socketPath: path });
     try {
       expect(await failure(c.status())).toMatchObject({ reason: 'no_answer', message: `the mount daemon at ${path} closed the connection before answering` });
+      // A fresh connection dropped: the daemon may have seen the request, so it is not sent again.
+      expect(requests).toBe(1);
     } finally {
       c.close();
       server.close();
@@ -365,10 +371,57 @@ describe('KnowledgeClient requests on the wire', () => {
     expect(daemon.backend.calls).toEqual([]);
   });
 
-  it('works again after close, on a new connection', async () => {
-    expect((await client.manifest()).text).toBe('MANIFEST\n');
-    client.close();
-    expect((await client.manifest()).text).toBe('MANIFEST\n');
+  it('closes its kept-alive connection on close, and works again after, on a new one', async () => {
+    let closed = 0;
+    const d = await fakeDaemon((_req, res) => { res.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true,"text":"M","sha256":"m"}'); });
+    d.server.on('connection', (sock) => sock.on('close', () => { closed++; }));
+    const c = new KnowledgeClient({ socketPath: d.path });
+    try {
+      await c.manifest();
+      await c.manifest();
+      expect(d.connections()).toBe(1);
+      c.close();
+      for (let i = 0; i < 200 && closed === 0; i++) await new Promise((r) => setTimeout(r, 5));
+      expect(closed).toBe(1);
+      expect((await c.manifest()).text).toBe('M');
+      expect(d.connections()).toBe(2);
+    } finally {
+      c.close();
+      stop(d.server);
+    }
+  });
+
+  it('refuses a path with NUL before anything is sent', async () => {
+    const d = await recordingDaemon(() => ({ ok: false, error: { code: 'invalid_argument', message: '"knowledge/a\\u0000b": NUL character in path' } }));
+    const c = new KnowledgeClient({ socketPath: d.path });
+    try {
+      expect((await failure(c.read('knowledge/a\0b'))).message).toBe('"knowledge/a\\u0000b": NUL character in path');
+      expect(d.seen).toEqual([]);
+    } finally {
+      c.close();
+      stop(d.server);
+    }
+  });
+
+  it('does not send again an answer broken off on a kept-alive connection', async () => {
+    let requests = 0;
+    const d = await fakeDaemon((req, res) => {
+      requests++;
+      if (requests === 1) return void res.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true,"text":"M","sha256":"m"}');
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': '1000' });
+      res.write('{"ok":true,', () => req.socket.destroy());
+    });
+    const c = new KnowledgeClient({ socketPath: d.path });
+    try {
+      await c.manifest();
+      expect(await failure(c.manifest())).toMatchObject({ reason: 'no_answer', message: `the mount daemon at ${d.path} broke off its answer` });
+      await new Promise((r) => setTimeout(r, 50));
+      expect(requests).toBe(2);
+      expect(d.connections()).toBe(1);
+    } finally {
+      c.close();
+      stop(d.server);
+    }
   });
 });
 
@@ -435,6 +488,18 @@ describe('error classes', () => {
   });
 });
 
+/** Runs `fn` with process.getuid answering `uid`, or missing altogether (as on Windows) for undefined. */
+function asUid<T>(uid: number | undefined, fn: () => T): T {
+  const saved = Object.getOwnPropertyDescriptor(process, 'getuid');
+  Object.defineProperty(process, 'getuid', { value: uid === undefined ? undefined : () => uid, configurable: true, writable: true });
+  try {
+    return fn();
+  } finally {
+    if (saved === undefined) delete (process as { getuid?: unknown }).getuid;
+    else Object.defineProperty(process, 'getuid', saved);
+  }
+}
+
 describe('the control socket path', () => {
   it('takes the path given, else $KNOWLEDGEFS_SOCKET, else the standard one', () => {
     expect(controlSocketPath('/given.sock', { KNOWLEDGEFS_SOCKET: '/env.sock' })).toBe('/given.sock');
@@ -442,6 +507,9 @@ describe('the control socket path', () => {
     expect(controlSocketPath(undefined, { KNOWLEDGEFS_SOCKET: '/env.sock' })).toBe('/env.sock');
     const uid = process.getuid?.() ?? -1;
     expect(controlSocketPath(undefined, {})).toBe(uid === 0 ? '/run/knowledgefs/control.sock' : join(tmpdir(), `knowledgefs-${uid}`, 'control.sock'));
+    expect(asUid(1000, () => controlSocketPath(undefined, {}))).toBe(join(tmpdir(), 'knowledgefs-1000', 'control.sock'));
+    expect(asUid(0, () => controlSocketPath(undefined, {}))).toBe('/run/knowledgefs/control.sock');
+    expect(asUid(undefined, () => controlSocketPath(undefined, {}))).toBe(join(tmpdir(), 'knowledgefs--1', 'control.sock'));
   });
 });
 
@@ -461,8 +529,11 @@ describe('socket trust', () => {
       if (process.getuid?.() === 0) {
         chownSync(d.path, 4321, 4321);
         expect(socketTrustProblem(d.path)).toEqual({ ok: false, missing: false, problem: `${d.path} is owned by uid 4321, not by root` });
-        // Trusted by its owner (the directories above are root's).
+        // Trusted by its owner (the directories above are root's), by default the calling process's user.
         expect(socketTrustProblem(d.path, 4321)).toEqual({ ok: true });
+        expect(asUid(4321, () => socketTrustProblem(d.path))).toEqual({ ok: true });
+        // Without getuid (not POSIX) the caller counts as root.
+        expect(asUid(undefined, () => socketTrustProblem(d.path))).toEqual({ ok: false, missing: false, problem: `${d.path} is owned by uid 4321, not by root` });
       }
       const open = join(dir, `open2-${process.pid}`);
       mkdirSync(open);
@@ -497,7 +568,7 @@ describe('SocketTransport failures', () => {
       // Missing altogether: refused before connecting, so there is no cause.
       const missing = await failure(new SocketTransport(join(dir, 'gone.sock')).call('GET', '/status'));
       expect(missing).toMatchObject({ reason: 'no_daemon' });
-      expect(missing.cause).toBeUndefined();
+      expect('cause' in missing).toBe(false);
     } finally {
       t.close();
     }
