@@ -208,6 +208,27 @@ describe('MCP server: list_knowledge and search_knowledge', () => {
     expect(await search({ pattern: 'x', path: 'knowledge/nope' })).toBe('knowledge/nope: no such file or directory');
     expect(daemon.backend.calls).toEqual([]);
   });
+
+  it('list 1000 entries and search 100 matches by default, and ask where the mount is once', async () => {
+    const root = join(dir, `many-${process.pid}`, 'knowledge');
+    mkdirSync(join(root, 'account', 'many'), { recursive: true });
+    for (let i = 0; i < 1001; i++) writeFileSync(join(root, 'account', 'many', `f${String(i).padStart(4, '0')}.md`), '');
+    writeFileSync(join(root, 'account', 'hits.md'), 'hit\n'.repeat(101));
+    const backend = new MemoryBackend(root);
+    let asked = 0;
+    const status = backend.status.bind(backend);
+    backend.status = () => { asked++; return status(); };
+    await daemon.close();
+    daemon = await startMemoryDaemon(backend);
+    await open({ fsTools: true, cwd: join(root, '..'), reminder: 'off' });
+    const listed = (await call(mcp!, 'list_knowledge', { path: 'knowledge/account/many' })).content[0]!.text.split('\n');
+    expect(listed).toHaveLength(1001);
+    expect(listed.at(-1)).toBe('[1 more entries not shown: list a subdirectory, or raise max_entries]');
+    const found = (await call(mcp!, 'search_knowledge', { pattern: 'hit', path: 'knowledge/account/hits.md' })).content[0]!.text.split('\n');
+    expect(found).toHaveLength(101);
+    expect(found.at(-1)).toBe('[stopped at 100 matches: narrow the path or the pattern, or raise max_results]');
+    expect(asked).toBe(1);
+  });
 });
 
 describe('MCP server: manifest subscriptions', () => {
@@ -325,18 +346,75 @@ describe('MCP stdio wire', () => {
     expect(s.logs).toContain('ReadBuffer exceeded maximum size of 10485760 bytes');
   });
 
-  it('takes a line of just under 10 MiB across many chunks', async () => {
+  it('takes lines of several MiB across many chunks, one after another', async () => {
     const s = serveRaw();
     s.stdin.write(line(initialize));
     await s.answered(1);
-    const big = JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'read_knowledge', arguments: { path: 'knowledge/account/DUTY.md', pad: 'p'.repeat(9 * 1024 * 1024) } } });
-    for (let i = 0; i < big.length; i += 1024 * 1024) s.stdin.write(big.slice(i, i + 1024 * 1024));
-    s.stdin.write('\n');
+    // Two lines of 6 MiB: the limit is per line, not for the whole session.
+    for (const id of [2, 4]) {
+      const big = JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'read_knowledge', arguments: { path: 'knowledge/account/DUTY.md', pad: 'p'.repeat(6 * 1024 * 1024) } } });
+      for (let i = 0; i < big.length; i += 1024 * 1024) s.stdin.write(big.slice(i, i + 1024 * 1024));
+      s.stdin.write('\n');
+    }
     s.stdin.write(line(readCall(3)));
     expect((await s.answered(3))?.result?.content?.[0]?.text).toBe('# Account\n');
     expect((await s.answered(2))?.result).toMatchObject({ isError: true });
+    expect((await s.answered(4))?.result).toMatchObject({ isError: true });
     s.stdin.end();
     expect(await s.ended).toBe('stdin closed');
+  });
+
+  it('decodes a character split between two chunks', async () => {
+    const s = serveRaw();
+    s.stdin.write(line(initialize));
+    await s.answered(1);
+    const bytes = Buffer.from(line(readCall(2, 'knowledge/account/ü.md')));
+    const cut = bytes.indexOf(Buffer.from('ü')) + 1; // inside the two bytes of ü
+    s.stdin.write(bytes.subarray(0, cut));
+    s.stdin.write(bytes.subarray(cut));
+    expect((await s.answered(2))?.result).toMatchObject({ isError: true, content: [{ text: 'knowledge/account/ü.md: no such file' }] });
+    s.stdin.end();
+    await s.ended;
+  });
+
+  it('does not wait for a request the client cancelled, nor on a stop signal, and stops reading', async () => {
+    daemon.backend.read = () => new Promise(() => undefined); // never answers
+    const cancelled = serveRaw({ drainMs: 20_000 });
+    cancelled.stdin.write(line(initialize));
+    await cancelled.answered(1);
+    const started = Date.now();
+    cancelled.stdin.write(line(readCall(2)));
+    cancelled.stdin.end(line({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 2 } }));
+    expect(await cancelled.ended).toBe('stdin closed');
+    expect(Date.now() - started).toBeLessThan(10_000);
+
+    let stopWith!: (signal: string) => void;
+    const stopped = serveRaw({ stop: new Promise<string>((r) => { stopWith = r; }), drainMs: 20_000 });
+    stopped.stdin.write(line(initialize));
+    await stopped.answered(1);
+    stopped.stdin.write(line(readCall(3)));
+    await new Promise((r) => setTimeout(r, 50));
+    const at = Date.now();
+    stopWith('SIGINT');
+    expect(await stopped.ended).toBe('SIGINT');
+    expect(Date.now() - at).toBeLessThan(10_000);
+    expect(stopped.stdin.isPaused()).toBe(true);
+    // Closed: a request written now gets no answer.
+    stopped.stdin.resume();
+    stopped.stdin.write(line({ jsonrpc: '2.0', id: 9, method: 'tools/list' }));
+    await new Promise((r) => setTimeout(r, 100));
+    expect(stopped.messages().some((m) => m.id === 9)).toBe(false);
+  });
+
+  it('does not wait for an open 2026-07-28 listen when stdin closes', async () => {
+    mcp = await startInProcessMcp({ socketPath: daemon.socketPath });
+    const sub = await mcp.subscribeManifest();
+    expect(mcp.watch.subscribed).toBe(true);
+    void sub;
+    const started = Date.now();
+    await mcp.close();
+    mcp = undefined;
+    expect(Date.now() - started).toBeLessThan(4_000);
   });
 
   it('ends as "stdout closed" when stdout fails, and logs the code', async () => {
@@ -386,5 +464,47 @@ describe('tool results', () => {
     expect(reminderBlock({ text: 'Today.\n', date: 'd', changed: [], deleted: [] })).toBeUndefined();
     expect(reminderBlock({ text: 'Today.\nChanged: a', date: 'd', changed: ['a'], deleted: [] })).toEqual({ type: 'text', text: '<knowledgefs-reminder>\nToday.\nChanged: a\n</knowledgefs-reminder>' });
     expect(reminderBlock({ text: 'Gone: b\n', date: 'd', changed: [], deleted: ['b'] })?.text).toBe('<knowledgefs-reminder>\nGone: b\n</knowledgefs-reminder>');
+  });
+});
+
+describe('MCP server: what it tells the agent about each tool', () => {
+  type Tool = { name: string; title?: string; description?: string; annotations?: { title?: string }; inputSchema: { properties: Record<string, { description?: string; maximum?: number }> } };
+
+  it('describes every tool and argument by what it does, its default and its bound', async () => {
+    await open({ fsTools: true });
+    const { tools } = (await mcp!.client.listTools()) as unknown as { tools: Tool[] };
+    const [readTool, listTool, searchTool] = tools;
+    expect(readTool!.description).toMatch(/^Read a file under knowledge\/ by the path ls\/find print\. Access is checked afresh on every call\. A file of a team that is not on disk yet is loaded .*the whole team is then mounted/);
+    expect(readTool!.inputSchema.properties['path']?.description).toContain('knowledge/<scope>/<path>');
+    expect(readTool!.inputSchema.properties['offset']?.description).toContain('(default 0)');
+    expect(readTool!.inputSchema.properties['offset']?.maximum).toBe(Number.MAX_SAFE_INTEGER);
+    expect(readTool!.inputSchema.properties['limit']?.description).toBe('Characters to return at most (default and maximum 100000)');
+    expect({ title: listTool!.title, annotation: listTool!.annotations?.title }).toEqual({ title: 'List a knowledge directory', annotation: 'List a knowledge directory' });
+    expect(listTool!.description).toContain('as `ls -p` would');
+    expect(listTool!.description).toContain('read one of its files with read_knowledge to mount it');
+    expect(listTool!.inputSchema.properties['path']?.description).toBe('Directory to list, as ls prints it (default knowledge)');
+    expect(listTool!.inputSchema.properties['max_entries']?.description).toBe('Entries to return at most (default 1000)');
+    expect({ title: searchTool!.title, annotation: searchTool!.annotations?.title }).toEqual({ title: 'Search knowledge files', annotation: 'Search knowledge files' });
+    expect(searchTool!.description).toContain('as `grep -rn -F` would: path:line:text');
+    expect(searchTool!.inputSchema.properties['pattern']?.description).toBe('Text to look for (literal, not a regular expression)');
+    expect(searchTool!.inputSchema.properties['path']?.description).toBe('Directory or file to search, as ls prints it (default knowledge)');
+    expect(searchTool!.inputSchema.properties['ignore_case']?.description).toBe('Match regardless of case (default false)');
+    expect(searchTool!.inputSchema.properties['max_results']).toMatchObject({ description: 'Matching lines to return at most (default 100)', maximum: 1000 });
+  });
+
+  it('describes the manifest resource and prompt, and marks the lists as fixed for the process', async () => {
+    await open();
+    const caps = (mcp!.client as unknown as { getServerCapabilities(): Record<string, unknown> }).getServerCapabilities();
+    expect(caps).toMatchObject({ tools: { listChanged: false }, prompts: { listChanged: false }, resources: { subscribe: true, listChanged: false } });
+    const tools = (await mcp!.client.listTools()) as unknown as { ttlMs?: number; cacheScope?: string };
+    expect({ ttlMs: tools.ttlMs, cacheScope: tools.cacheScope }).toEqual({ ttlMs: 3_600_000, cacheScope: 'private' });
+    for (const list of [await mcp!.client.listResources(), await mcp!.client.listPrompts()] as unknown as { ttlMs?: number; cacheScope?: string }[]) {
+      expect({ ttlMs: list.ttlMs, cacheScope: list.cacheScope }).toEqual({ ttlMs: 3_600_000, cacheScope: 'private' });
+    }
+    const { resources } = (await mcp!.client.listResources()) as unknown as { resources: { description?: string }[] };
+    expect(resources[0]?.description).toContain('the DUTY.md of every scope this session has');
+    const { prompts } = (await mcp!.client.listPrompts()) as unknown as { prompts: { title?: string; description?: string }[] };
+    expect(prompts[0]).toMatchObject({ title: 'Knowledge manifest' });
+    expect(prompts[0]?.description).toContain('again after a context compaction');
   });
 });
