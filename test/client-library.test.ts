@@ -353,7 +353,7 @@ describe('KnowledgeClient requests on the wire', () => {
     const mixed = await client.canLoad(['account', 'team_search', 'team_storage'], { for: 'tool' });
     expect(mixed.for).toBe('tool');
     expect(mixed.allowed).toBe(false);
-    expect(mixed.answers.map((a) => [a.scope, a.allowed, a.error?.code])).toEqual([['account', true, undefined], ['team_search', false, 'denied'], ['team_storage', false, 'not_found']]);
+    expect(mixed.answers.map((a) => [a.scope, a.allowed, 'error' in a ? a.error.code : undefined])).toEqual([['account', true, undefined], ['team_search', false, 'denied'], ['team_storage', false, 'not_found']]);
     const one = await client.canLoad('team_payments', { for: 'knowledge' });
     expect(one).toEqual({ for: 'knowledge', answers: [{ scope: 'team_payments', allowed: true }], allowed: true });
     expect(daemon.backend.calls).toEqual(['can-load account,team_search,team_storage for=tool', 'can-load team_payments for=knowledge']);
