@@ -13,6 +13,8 @@ import { pageSha256, readPage, sliceChars } from '../src/core/read-page.js';
 import { acceptRequestId, newRequestId, REQUEST_ID_HEADER } from '../src/core/request-id.js';
 import { compareScopes, isValidTeamId, parseScope, teamScope } from '../src/core/scope.js';
 import { isSha256, sha256Hex } from '../src/core/sha256.js';
+import { httpUrl, parseListenAddress } from '../src/core/text/listen-address.js';
+import { formatLogLine, LOG_FORMATS, parseLogFormat, redactSecrets } from '../src/core/text/log-line.js';
 import { userNameError, userNameProblem } from '../src/core/user-name.js';
 
 const thrown = (fn: () => unknown): KnowledgeError => {
@@ -226,5 +228,50 @@ describe('error codes', () => {
     expect(isKnowledgeError(new Error('x'))).toBe(false);
     expect(errorCodeOf(e)).toBe('denied');
     expect(errorCodeOf(new Error('x'))).toBe('internal');
+  });
+});
+
+describe('log lines', () => {
+  const t = new Date('2026-12-01T10:00:00.000Z');
+  it('prints text as the message on one line, and json as one object with the fields that have values', () => {
+    expect(formatLogLine('text', t, 'serve', 'a\nb\rc\u0085d\u2028e\u2029f')).toBe('a\\nb\\rc\\u0085d\\u2028e\\u2029f\n');
+    expect(formatLogLine('json', t, 'mount', 'hello', { requestId: 'r-1', n: 3, ok: false, none: null, skipped: undefined, time: 'x', component: 'y', message: 'z' })).toBe(
+      `${JSON.stringify({ time: '2026-12-01T10:00:00.000Z', level: 'info', component: 'mount', message: 'hello', requestId: 'r-1', n: 3, ok: false, none: null })}\n`,
+    );
+    expect(JSON.parse(formatLogLine('json', t, 'mount', 'x', { level: 'warn' }))).toEqual({ time: '2026-12-01T10:00:00.000Z', level: 'warn', component: 'mount', message: 'x' });
+    expect(formatLogLine('json', t, 'c', 'm')).toBe('{"time":"2026-12-01T10:00:00.000Z","level":"info","component":"c","message":"m"}\n');
+  });
+
+  it('scrubs tokens, bearer credentials and URL passwords from the message and from string fields', () => {
+    expect(redactSecrets('kfs_abcdefgh kfsadmin_ABCDEFGH-_1 kfs_short')).toBe('kfs_[redacted] kfsadmin_[redacted] kfs_short');
+    expect(redactSecrets('xkfs_abcdefgh')).toBe('xkfs_abcdefgh');
+    expect(redactSecrets('Authorization: bearer   abc.def ghi')).toBe('Authorization: bearer   [redacted] ghi');
+    expect(redactSecrets('postgres://kfs:s3cret@db:5432/x and https://u:p@h/ and http://h:80/')).toBe('postgres://kfs:[redacted]@db:5432/x and https://u:[redacted]@h/ and http://h:80/');
+    expect(JSON.parse(formatLogLine('json', t, 'c', 'Bearer tok1', { header: 'Bearer tok2', count: 1 }))).toMatchObject({ message: 'Bearer [redacted]', header: 'Bearer [redacted]', count: 1 });
+    expect(formatLogLine('text', t, 'c', 'token kfs_abcdefghij')).toBe('token kfs_[redacted]\n');
+  });
+
+  it('takes text or json as the format', () => {
+    expect(LOG_FORMATS).toEqual(['text', 'json']);
+    expect(parseLogFormat('text')).toBe('text');
+    expect(parseLogFormat('json')).toBe('json');
+    expect(() => parseLogFormat('JSON')).toThrow('expected text or json, not "JSON"');
+  });
+});
+
+describe('listen addresses', () => {
+  it('parses HOST:PORT and [IPv6]:PORT, ports 0..65535', () => {
+    expect(parseListenAddress('127.0.0.1:7420')).toEqual({ host: '127.0.0.1', port: 7420 });
+    expect(parseListenAddress('[::1]:0')).toEqual({ host: '::1', port: 0 });
+    expect(parseListenAddress('localhost:65535')).toEqual({ host: 'localhost', port: 65535 });
+    for (const bad of ['127.0.0.1', ':80', 'h:65536', 'h:123456', 'h:x', '::1:80', '[::1]', 'h:80 ']) {
+      expect(thrown(() => parseListenAddress(bad, '--metrics-listen')), bad).toMatchObject({ code: 'invalid_argument', message: `invalid --metrics-listen "${bad}" (expected HOST:PORT, e.g. 127.0.0.1:7420)` });
+    }
+    expect(thrown(() => parseListenAddress('x')).message).toBe('invalid --listen "x" (expected HOST:PORT, e.g. 127.0.0.1:7420)');
+  });
+
+  it('brackets IPv6 hosts in URLs', () => {
+    expect(httpUrl('::1', 80)).toBe('http://[::1]:80');
+    expect(httpUrl('127.0.0.1', 7420)).toBe('http://127.0.0.1:7420');
   });
 });
