@@ -6,7 +6,10 @@ const folder = process.env.KNOWLEDGEFS_STRYKER_FOLDER ?? 'core';
 /** @type {import('@stryker-mutator/api/core').PartialStrykerOptions} */
 export default {
   testRunner: 'vitest',
-  vitest: { configFile: 'test/stryker/vitest.config.ts', related: false },
+  // Forks, as in test/stryker/vitest.config.ts: the vitest runner's own default
+  // (threads) overrides it, and a worker thread may not set process.umask(),
+  // which the daemon's control socket does when it binds.
+  vitest: { configFile: 'test/stryker/vitest.config.ts', related: false, pool: 'forks' },
   coverageAnalysis: 'perTest',
   mutate: [`src/${folder}/**/*.ts`],
   concurrency: 1,

@@ -3,11 +3,12 @@
 // what a line shows; and the answer's total cap. Its memory on a 40 MiB
 // single-line file, in the real MCP process, is in mcp-server.test.ts.
 
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { FS_OUTPUT_CAP, searchDir, type MountDir } from '../src/mcp/fs-tools.js';
+import { InvalidArgumentError } from '../src/client/errors.js';
+import { FS_OUTPUT_CAP, listDir, resolveMountDir, searchDir, type MountDir } from '../src/mcp/fs-tools.js';
 
 const root = mkdtempSync(join(tmpdir(), 'kfs-fs-tools-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -61,5 +62,59 @@ describe('search_knowledge streams files', () => {
     expect(got.length).toBeLessThanOrEqual(FS_OUTPUT_CAP + 60);
     expect(got).toMatch(/\n\[output cut at \d+ characters: narrow the path\]$/);
     expect(got.startsWith(`knowledge/a.md:1:${lines[0]?.slice(0, 400)}…\nknowledge/a.md:2:`)).toBe(true);
+  });
+});
+
+describe('list_knowledge and search_knowledge on awkward trees', () => {
+  it('resolves what the agent typed inside the mount, and refuses NUL or a path outside', () => {
+    const mount = '/runner/knowledge';
+    expect(resolveMountDir('knowledge', '/runner', mount)).toEqual({ abs: mount, display: 'knowledge' });
+    expect(resolveMountDir('knowledge/account/x', '/runner', mount)).toEqual({ abs: `${mount}/account/x`, display: 'knowledge/account/x' });
+    expect(resolveMountDir('x', `${mount}/account`, mount)).toEqual({ abs: `${mount}/account/x`, display: 'knowledge/account/x' });
+    expect(() => resolveMountDir('knowledge/a\0b', '/runner', mount)).toThrow(new InvalidArgumentError('"knowledge/a\\u0000b": NUL character in path'));
+    expect(() => resolveMountDir('/etc', '/runner', mount)).toThrow(new InvalidArgumentError(`/etc: outside knowledge/ (the mount at ${mount}); give a path as ls prints it, e.g. knowledge/account`));
+  });
+
+  it('sorts entries and matches by name whatever order the directory gives them in', async () => {
+    const dir = tree({ 'c.md': 'x\n', 'a.md': 'x\n', 'b/z.md': 'x\n', 'B.md': 'x\n' });
+    expect(await listDir(dir, 10)).toBe('knowledge/B.md\nknowledge/a.md\nknowledge/b/\nknowledge/c.md');
+    expect(await search(dir, 'x')).toBe('knowledge/B.md:1:x\nknowledge/a.md:1:x\nknowledge/b/z.md:1:x\nknowledge/c.md:1:x');
+  });
+
+  it('stops at the match limit across files', async () => {
+    const dir = tree({ 'a.md': 'hit\n', 'b.md': 'hit\nhit\n', 'c.md': 'hit\n' });
+    expect(await search(dir, 'hit', { maxResults: 2 })).toBe('knowledge/a.md:1:hit\nknowledge/b.md:1:hit\n[stopped at 2 matches: narrow the path or the pattern, or raise max_results]');
+    expect(await search(dir, 'hit', { maxResults: 4 })).toBe('knowledge/a.md:1:hit\nknowledge/b.md:1:hit\nknowledge/b.md:2:hit\nknowledge/c.md:1:hit');
+  });
+
+  it('counts what it could not read and goes on, as grep does', async () => {
+    const dir = tree({ 'a.md': 'hit\n' });
+    symlinkSync(join(dir.abs, 'gone'), join(dir.abs, 'dangling.md'));
+    symlinkSync('loop', join(dir.abs, 'loop'));
+    expect(await search(dir, 'hit')).toBe('knowledge/a.md:1:hit\n[2 files or directories could not be read]');
+    expect(await search(dir, 'nowhere')).toBe('no line under knowledge contains "nowhere"\n[2 files or directories could not be read]');
+  });
+
+  it('says what is missing or not a directory, and passes other failures on', async () => {
+    const dir = tree({ 'a.md': 'x\n' });
+    await expect(listDir({ abs: join(dir.abs, 'nope'), display: 'knowledge/nope' }, 10)).rejects.toThrow(new InvalidArgumentError('knowledge/nope: no such file or directory'));
+    await expect(listDir({ abs: join(dir.abs, 'a.md'), display: 'knowledge/a.md' }, 10)).rejects.toThrow(new InvalidArgumentError('knowledge/a.md: not a directory'));
+    symlinkSync('loop', join(dir.abs, 'loop'));
+    await expect(listDir({ abs: join(dir.abs, 'loop'), display: 'knowledge/loop' }, 10)).rejects.toMatchObject({ code: 'ELOOP' });
+    await expect(searchDir({ abs: join(dir.abs, 'loop'), display: 'knowledge/loop' }, { pattern: 'x', ignoreCase: false, maxResults: 1 })).rejects.toMatchObject({ code: 'ELOOP' });
+  });
+
+  it('cuts a long answer before a low surrogate, never between the two halves of a character', async () => {
+    // Names of 60 astral characters: find a prefix length that puts the cap inside a pair.
+    const name = (i: number, p: number) => `${String(i).padStart(4, '0')}${i === 0 ? 'a'.repeat(p) : ''}${'𝄞'.repeat(60)}`;
+    const count = 900;
+    const text = (p: number) => Array.from({ length: count }, (_, i) => `knowledge/${name(i, p)}`).join('\n');
+    let pad = 0;
+    while ((text(pad).charCodeAt(FS_OUTPUT_CAP) & 0xfc00) !== 0xdc00) pad++;
+    const files: Record<string, string> = {};
+    for (let i = 0; i < count; i++) files[name(i, pad)] = '';
+    const dir = tree(files);
+    const full = text(pad);
+    expect(await listDir(dir, count)).toBe(`${full.slice(0, FS_OUTPUT_CAP - 1)}\n[output cut at ${FS_OUTPUT_CAP - 1} characters: narrow the path]`);
   });
 });

@@ -154,6 +154,7 @@ export function createKnowledgeMcpServer(source: KnowledgeSource, options: Knowl
     },
     ({ path, offset, limit }) =>
       tool(async () => {
+        // Stryker disable next-line ConditionalExpression: an option given as undefined is an option not given (the client checks `=== undefined`)
         const res = await source.read(path, { cwd: options.cwd, ...(offset === undefined ? {} : { offset }), ...(limit === undefined ? {} : { limit }) });
         // The mount added the team's DUTY.md to the manifest: a subscriber hears of it before this result.
         if (res.mounted) await watch.check();
