@@ -152,7 +152,12 @@ nativeSuite('native binding (libfuse 3, kernel invalidation)', () => {
     await writeDataFile(dataDir, 'account/missing-then-file.md', 'was missing\n');
     await writeDataFile(dataDir, 'account/missing-then-dir/inside.md', 'inside, was missing\n');
     const names = ['unseen-file.md', 'unseen-dir', 'missing-then-file.md', 'missing-then-dir'];
-    // The listing first, before anything looks the new names up: only the kernel notification can make ls show them.
+    // The names cached as missing first, looked up without a listing (a
+    // listing's READDIRPLUS would replace the negative entries itself): only
+    // the kernel notification of each entry can make them appear.
+    expect(await waitFor(async () => (await run('stat', [join(acct, 'missing-then-file.md')])).code === 0, BOUND)).toBe(true);
+    expect(await waitFor(async () => (await run('stat', [join(acct, 'missing-then-dir')])).code === 0, BOUND)).toBe(true);
+    // Then the listing, before anything looks the unseen names up: only the kernel notification can make ls show them.
     expect(await waitFor(async () => {
       const ls = (await run('ls', [acct])).stdout.split('\n');
       return names.every((n) => ls.includes(n));
