@@ -4,21 +4,11 @@
 
 import { spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Pointer } from '../src/core/publication.js';
-import { publishTo } from './helpers/bucket.js';
 import { BIN } from './helpers/control-plane.js';
-import { makeDataDir, removeDataDir, writeDataFile, type DataDirSpec } from './helpers/data-dir.js';
+import { makeDataDir, removeDataDir } from './helpers/data-dir.js';
+import { GC_SPEC, threePublications } from './helpers/gc-fixture.js';
 import { startS3, type TestS3 } from './helpers/s3rver.js';
 
-const spec: DataDirSpec = {
-  teams: { payments: 'Payments' },
-  users: { alice: { teams: ['payments'] } },
-  files: {
-    'account/DUTY.md': '# Account\n',
-    'teams/payments/DUTY.md': '# Payments\n',
-    'teams/payments/db.md': 'db v1\n',
-  },
-};
 
 let s3: TestS3;
 let n = 0;
@@ -31,15 +21,6 @@ afterAll(async () => {
   await s3?.close();
 });
 
-/** Three publications in `p`: db.md at v1, v2, v3. Returns their pointers, oldest first. */
-async function threePublications(p: string, data: string): Promise<Pointer[]> {
-  const pointers: Pointer[] = [];
-  for (const v of [1, 2, 3]) {
-    await writeDataFile(data, 'teams/payments/db.md', `db v${v}\n`);
-    pointers.push((await publishTo(s3, p, data)).pointer);
-  }
-  return pointers;
-}
 
 function cli(args: string[], env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
@@ -55,9 +36,9 @@ function cli(args: string[], env: Record<string, string>): Promise<{ code: numbe
 describe('knowledgefs gc (CLI)', () => {
   it('a dry run prints counts and bytes and progress; --delete without --state is refused (exit 2)', async () => {
     const p = prefix();
-    const data = await makeDataDir(spec);
+    const data = await makeDataDir(GC_SPEC);
     try {
-      await threePublications(p, data);
+      await threePublications(s3, p, data);
       const store = `s3://${s3.bucket}/${p}`;
       // Everything is seconds old: a grace of 0s lets the dry run count it.
       const dry = await cli(['gc', '--store', store, '--keep', '1', '--grace', '0s'], s3.env);

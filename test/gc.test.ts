@@ -9,19 +9,11 @@ import { blobKey, directoryKey, historyKey, indexKey, type Pointer } from '../sr
 import { sha256Hex } from '../src/core/sha256.js';
 import { collectGarbage, type GcResult } from '../src/store/gc/gc.js';
 import type { S3ObjectStore } from '../src/store/objects/s3-object-store.js';
-import { publishTo, s3Store } from './helpers/bucket.js';
-import { makeDataDir, removeDataDir, writeDataFile, type DataDirSpec } from './helpers/data-dir.js';
+import { s3Store } from './helpers/bucket.js';
+import { makeDataDir, removeDataDir } from './helpers/data-dir.js';
+import { GC_SPEC, threePublications } from './helpers/gc-fixture.js';
 import { startS3, type TestS3 } from './helpers/s3rver.js';
 
-const spec: DataDirSpec = {
-  teams: { payments: 'Payments' },
-  users: { alice: { teams: ['payments'] } },
-  files: {
-    'account/DUTY.md': '# Account\n',
-    'teams/payments/DUTY.md': '# Payments\n',
-    'teams/payments/db.md': 'db v1\n',
-  },
-};
 
 let s3: TestS3;
 let n = 0;
@@ -34,15 +26,6 @@ afterAll(async () => {
   await s3?.close();
 });
 
-/** Three publications in `p`: db.md at v1, v2, v3. Returns their pointers, oldest first. */
-async function threePublications(p: string, data: string): Promise<Pointer[]> {
-  const pointers: Pointer[] = [];
-  for (const v of [1, 2, 3]) {
-    await writeDataFile(data, 'teams/payments/db.md', `db v${v}\n`);
-    pointers.push((await publishTo(s3, p, data)).pointer);
-  }
-  return pointers;
-}
 
 /** Every key a publication names, its history copy included. */
 function keysOf(pointer: Pointer, blobs: string[]): string[] {
@@ -66,10 +49,10 @@ const later = () => Date.now() + 3_600_000;
 describe('gc', () => {
   it('a dry run deletes nothing and reports what --delete then removes, exactly the unnamed old objects', async () => {
     const p = prefix();
-    const data = await makeDataDir(spec);
+    const data = await makeDataDir(GC_SPEC);
     const store = s3Store(s3, p);
     try {
-      const [p1, p2, p3] = (await threePublications(p, data)) as [Pointer, Pointer, Pointer];
+      const [p1, p2, p3] = (await threePublications(s3, p, data)) as [Pointer, Pointer, Pointer];
       await store.put('notes/readme.txt', Buffer.from('not ours\n'));
       const before = await keys(store);
       const run = (del: boolean): Promise<GcResult> => collectGarbage({ store, keep: 1, graceMs: 60_000, delete: del, served: [], log: () => undefined, now: later });
@@ -103,10 +86,10 @@ describe('gc', () => {
 
   it('keeps what is younger than the grace, the last --keep publications and those current within the grace', async () => {
     const p = prefix();
-    const data = await makeDataDir(spec);
+    const data = await makeDataDir(GC_SPEC);
     const store = s3Store(s3, p);
     try {
-      const [p1, p2] = (await threePublications(p, data)) as [Pointer, Pointer, Pointer];
+      const [p1, p2] = (await threePublications(s3, p, data)) as [Pointer, Pointer, Pointer];
       const young = await collectGarbage({ store, keep: 1, graceMs: 3_600_000, delete: true, served: [], log: () => undefined });
       expect(young.swept.objects).toBe(0);
       expect(young.young.objects).toBe(0);
@@ -131,10 +114,10 @@ describe('gc', () => {
 
   it('a publication a replica serves is kept whole, however old', async () => {
     const p = prefix();
-    const data = await makeDataDir(spec);
+    const data = await makeDataDir(GC_SPEC);
     const store = s3Store(s3, p);
     try {
-      const [p1] = (await threePublications(p, data)) as [Pointer, Pointer, Pointer];
+      const [p1] = (await threePublications(s3, p, data)) as [Pointer, Pointer, Pointer];
       const r = await collectGarbage({ store, keep: 1, graceMs: 60_000, delete: true, served: [p1], log: () => undefined, now: later });
       expect(r.roots.find((x) => x.publishedAt === p1.publishedAt)?.reasons).toEqual(['served']);
       const left = new Set(await keys(store));
