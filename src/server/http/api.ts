@@ -30,7 +30,8 @@ export interface ApiRequest {
 export interface ApiResponse {
   readonly status: number;
   readonly headers: Readonly<Record<string, string>>;
-  readonly body: Buffer | string;
+  /** Pieces (an array) are sent one after another, as one body: large answers are not copied into one buffer. */
+  readonly body: Buffer | string | readonly Buffer[];
   /**
    * A streamed body instead of `body` (sent chunked, with backpressure). An
    * error while streaming cuts the connection, so the client sees truncation.
@@ -44,7 +45,7 @@ export function jsonResponse(status: number, value: unknown, headers: Record<str
   return { status, headers: { 'content-type': JSON_TYPE, ...headers }, body: JSON.stringify(value) };
 }
 
-export function rawJsonResponse(status: number, json: string, headers: Record<string, string> = {}): ApiResponse {
+export function rawJsonResponse(status: number, json: string | readonly Buffer[], headers: Record<string, string> = {}): ApiResponse {
   return { status, headers: { 'content-type': JSON_TYPE, ...headers }, body: json };
 }
 

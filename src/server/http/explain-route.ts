@@ -58,7 +58,7 @@ function explained(session: SessionRecord, decision: Decision): ExplainDecision 
 }
 
 function readAnswerOf(response: ApiResponse): ExplainPath['readAnswer'] {
-  const body = JSON.parse(typeof response.body === 'string' ? response.body : response.body.toString('utf8')) as { error?: { code?: string; message?: string } };
+  const body = JSON.parse(typeof response.body === 'string' ? response.body : Buffer.concat(Buffer.isBuffer(response.body) ? [response.body] : response.body).toString('utf8')) as { error?: { code?: string; message?: string } };
   return { status: response.status, code: body.error?.code ?? null, message: body.error?.message ?? null };
 }
 

@@ -47,11 +47,25 @@ function write(res: ServerResponse, response: ApiResponse, headOnly = false, clo
   res.sendDate = false;
   // Shutting down: answer, then close the connection instead of keeping it alive.
   if (closing) res.shouldKeepAlive = false;
-  const body = typeof response.body === 'string' ? Buffer.from(response.body, 'utf8') : response.body;
+  const parts = bodyParts(response.body);
   res.statusCode = response.status;
   for (const [name, value] of Object.entries(response.headers)) res.setHeader(name, value);
-  if (response.status !== 304 && response.status !== 204) res.setHeader('content-length', body.length);
-  res.end(headOnly || response.status === 304 || response.status === 204 ? undefined : body);
+  const bodiless = response.status === 304 || response.status === 204;
+  if (!bodiless) res.setHeader('content-length', parts.reduce((n, part) => n + part.length, 0));
+  if (headOnly || bodiless) {
+    res.end();
+    return;
+  }
+  // Corked: the pieces leave in as few packets as one buffer would, without being copied into one.
+  res.cork();
+  for (const part of parts.slice(0, -1)) res.write(part);
+  res.end(parts[parts.length - 1]);
+  res.uncork();
+}
+
+function bodyParts(body: ApiResponse['body']): readonly Buffer[] {
+  if (typeof body === 'string') return [Buffer.from(body, 'utf8')];
+  return Buffer.isBuffer(body) ? [body] : body.length > 0 ? body : [Buffer.alloc(0)];
 }
 
 /** A streamed answer: waits for `drain` between chunks; stops when the client leaves; cuts the socket on error. */
