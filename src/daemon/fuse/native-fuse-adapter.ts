@@ -31,23 +31,25 @@
 // it; a READDIR of such a handle (the kernel's cache missed) starts its
 // listing here, from the tree of that moment.
 //
-// The kernel's lookup count per inode is kept here (`known`): a node id the
-// kernel holds resolves to its node even after the tree moved on, until the
-// kernel forgets it. Replies go out from this thread, possibly later (opens
-// that wait for the control plane); there is no per-operation timeout beyond
-// the core's --request-timeout.
+// The kernel's lookup count per node id is kept in native-kernel-nodes.ts,
+// what the addon answers alone in native-fast-path.ts. Replies go out from
+// this thread, possibly later (opens that wait for the control plane); there
+// is no per-operation timeout beyond the core's --request-timeout.
 
 import { constants } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { KnowledgeError } from '../../core/errors.js';
 import { treeChanges } from '../../core/tree/tree-changes.js';
-import { parentPath, ROOT_INO, type DirNode, type FileNode, type NodeStat, type Tree, type TreeNode } from '../../core/tree/tree.js';
+import type { DirNode, NodeStat, Tree, TreeNode } from '../../core/tree/tree.js';
 import { ErrnoMapper } from './errno.js';
 import type { KnowledgeFilesystem } from '../filesystem.js';
-import { FAST_DIR_BIT, FAST_DIR_SCOPE, FAST_FH, OP, OP_KINDS, loadNativeAddon, type NativeAddon } from './native-addon-api.js';
+import { FAST_FH, OP, OP_KINDS, loadNativeAddon, type NativeAddon } from './native-addon-api.js';
+import { NativeFastPath } from './native-fast-path.js';
+import { childPath, DirHandles, listingStats } from './native-listing.js';
 import type { FuseMount, FuseMountOptions } from './fuse-adapter.js';
 import { devFdPath } from './handed-mount.js';
 import { mountEntry } from './stale-mount.js';
+import { KernelNodes } from './native-kernel-nodes.js';
 
 const E = constants.errno;
 
@@ -58,35 +60,6 @@ export const VERSIONS_SHARE_PAGE_CACHE = false;
 export const NATIVE_CACHE_SEC = 3600;
 /** Most time the unmount waits for the kernel to close the session before letting the process go. */
 const UNMOUNT_WAIT_MS = 2000;
-/** Smallest directory entry libfuse writes (24-byte header + name padded to 8). */
-const MIN_DIRENT = 32;
-/** Smallest readdirplus entry: a 128-byte fuse_entry_out before it. */
-const MIN_DIRENT_PLUS = MIN_DIRENT + 128;
-/**
- * A grant the addon's fast path used is asked for again once this share of
- * its life has passed, so a `grep -r` running across its expiry never waits
- * for the control plane (the TTL still counts from each request). Half: the
- * other half (2.5 s by default) covers a control plane slow to answer under
- * load; at 80 % a busy one let grants lapse mid-`grep`.
- */
-const RENEW_AT = 0.5;
-/** Numbers per entry in replyDirPlus's stats. */
-const STAT_FIELDS = 7;
-
-interface Known {
-  node: TreeNode;
-  lookups: number;
-}
-
-interface OpenDir {
-  readonly dir: DirNode;
-  readonly tree: Tree;
-  readonly parentIno: number;
-}
-
-function childPath(dir: string, name: string): string {
-  return dir === '/' ? `/${name}` : `${dir}/${name}`;
-}
 
 export interface NativeMountOptions extends FuseMountOptions {
   /** The tree the core serves from, read at every request. */
@@ -96,15 +69,9 @@ export interface NativeMountOptions extends FuseMountOptions {
 }
 
 export class NativeFuseSession implements FuseMount {
-  private readonly known = new Map<number, Known>();
-  private readonly dirs = new Map<number, OpenDir>();
-  /** Nodes the addon may open itself (its fast path), as it was told: files, and directories (opendir). */
-  private readonly fast = new Map<number, TreeNode>();
-  /** A small number per scope, as the addon knows scopes. */
-  private readonly scopeIds = new Map<string, number>();
-  /** Per scope: the timer that renews its grant ahead of expiry if the fast path used it. */
-  private readonly renewals = new Map<string, NodeJS.Timeout>();
-  private nextDirHandle = 1;
+  private readonly known = new KernelNodes();
+  private readonly dirs = new DirHandles();
+  private readonly fast: NativeFastPath;
   private readonly errors: ErrnoMapper;
   private readonly cacheSec: number;
   private readonly ended: Promise<void>;
@@ -122,6 +89,7 @@ export class NativeFuseSession implements FuseMount {
     this.errors = new ErrnoMapper(opts.log);
     this.cacheSec = opts.attrTimeoutSec ?? NATIVE_CACHE_SEC;
     this.ended = new Promise((resolve) => (this.markEnded = resolve));
+    this.fast = new NativeFastPath(native, (scope) => this.fs.renewGrant(scope));
   }
 
   mount(mountpoint: string): void {
@@ -137,68 +105,19 @@ export class NativeFuseSession implements FuseMount {
     } catch (err) {
       throw new KnowledgeError('config', `cannot mount ${mountpoint}: ${err instanceof Error ? err.message : String(err)}`);
     }
-    this.fs.watchGrants((scope, untilMs) => this.grantChanged(scope, untilMs));
-  }
-
-  /**
-   * The core's deadline for `scope` moved: the addon hears it, and shortly
-   * before it passes the grant is asked for again if the addon answered
-   * opens of that scope meanwhile (the core never sees those opens).
-   */
-  private grantChanged(scope: string, untilMs: number): void {
-    const id = this.scopeId(scope);
-    this.native.fastGrant(id, untilMs);
-    clearTimeout(this.renewals.get(scope));
-    this.renewals.delete(scope);
-    if (untilMs === 0 || this.hasEnded) return;
-    const life = untilMs - Date.now();
-    if (life <= 0) return;
-    const timer = setTimeout(() => {
-      this.renewals.delete(scope);
-      if (this.native.fastTakeUsed(id)) this.fs.renewGrant(scope);
-    }, life * RENEW_AT);
-    timer.unref();
-    this.renewals.set(scope, timer);
-  }
-
-  private scopeId(scope: string): number {
-    let id = this.scopeIds.get(scope);
-    if (id === undefined) {
-      id = this.scopeIds.size;
-      this.scopeIds.set(scope, id);
-    }
-    return id;
+    this.fs.watchGrants((scope, untilMs) => this.fast.grantChanged(scope, untilMs));
   }
 
   answeredByBinding(): { opens: number; releases: number; opendirs: number; releasedirs: number } {
-    const [opens, releases, opendirs, releasedirs] = this.native.fastCounts();
-    return { opens, releases, opendirs, releasedirs };
-  }
-
-  /** An open (or opendir) of `node` (node id `ino`) succeeded here: later ones may be answered by the addon. */
-  private allowFast(ino: number, node: TreeNode): void {
-    if (this.hasEnded || this.fast.has(ino) || this.opts.tree().get(node.path)?.stat.ino !== ino) return;
-    this.fast.set(ino, node);
-    this.native.fastAllow(ino, node.kind === 'dir' ? FAST_DIR_SCOPE : this.scopeId(node.scope));
-  }
-
-  private dropFast(ino: number): void {
-    if (this.fast.delete(ino)) this.native.fastDrop(ino);
-  }
-
-  /** Before anything else on a swap: no node the new tree replaced or lost, or of a scope it lost, stays on the fast path. */
-  private dropReplacedFast(after: Tree): void {
-    for (const [ino, node] of this.fast) {
-      if ((node.kind === 'file' && !after.hasScope(node.scope)) || after.get(node.path)?.stat.ino !== ino) this.dropFast(ino);
-    }
+    return this.fast.counts();
   }
 
   /** Tells the kernel what changed between two trees (queued; sent from the addon's own thread). */
   treeChanged(before: Tree, after: Tree): void {
-    this.dropReplacedFast(after);
+    this.fast.dropReplaced(after);
     const changes = treeChanges(before, after);
-    for (const e of changes.entries) if (this.kernelHolds(e.parentIno)) this.native.invalEntry(e.parentIno, e.name);
-    for (const ino of changes.dirs) if (this.kernelHolds(ino)) this.native.invalInode(ino);
+    for (const e of changes.entries) if (this.known.holds(e.parentIno)) this.native.invalEntry(e.parentIno, e.name);
+    for (const ino of changes.dirs) if (this.known.holds(ino)) this.native.invalInode(ino);
     this.dropRemovedScopes(before, after);
   }
 
@@ -212,12 +131,7 @@ export class NativeFuseSession implements FuseMount {
   private dropRemovedScopes(before: Tree, after: Tree): void {
     const removed = new Set(before.scopes.filter((scope) => !after.hasScope(scope)));
     if (removed.size === 0) return;
-    for (const [ino, held] of this.known) if (removed.has(held.node.scope)) this.native.invalInode(ino);
-  }
-
-  /** The kernel may have cached something of `ino`: the root, or a node id it looked up and has not forgotten. */
-  private kernelHolds(ino: number): boolean {
-    return ino === ROOT_INO || this.known.has(ino);
+    for (const ino of this.known.ofScopes(removed)) this.native.invalInode(ino);
   }
 
   unmount(): Promise<void> {
@@ -289,7 +203,7 @@ export class NativeFuseSession implements FuseMount {
       case OP.lookup:
         return this.lookup(req, ino, extra as string);
       case OP.forget:
-        this.forget(extra as Float64Array);
+        this.known.forget(extra as Float64Array, (gone) => this.fast.drop(gone));
         return undefined;
       case OP.getattr:
         this.replyAttr(req, this.nodeOf(ino).stat);
@@ -314,7 +228,7 @@ export class NativeFuseSession implements FuseMount {
         this.readdir(req, ino, fh, a, b, true);
         return 0;
       case OP.releasedir:
-        this.dirs.delete(fh);
+        this.dirs.release(fh);
         this.native.replyErr(req, 0);
         return 0;
       case OP.statfs: {
@@ -334,9 +248,7 @@ export class NativeFuseSession implements FuseMount {
         }
         this.hasEnded = true;
         this.known.clear();
-        this.fast.clear();
-        for (const timer of this.renewals.values()) clearTimeout(timer);
-        this.renewals.clear();
+        this.fast.end();
         this.dirs.clear();
         this.markEnded();
         return undefined;
@@ -346,17 +258,8 @@ export class NativeFuseSession implements FuseMount {
     }
   }
 
-  /** The node behind a node id the kernel holds: the current one for a directory still there, else the one it was given. */
   private nodeOf(ino: number): TreeNode {
-    const tree = this.opts.tree();
-    if (ino === ROOT_INO) return tree.get('/') as TreeNode;
-    const held = this.known.get(ino);
-    if (held === undefined) throw new KnowledgeError('not_found', `unknown node id ${ino}`);
-    if (held.node.kind === 'dir') {
-      const now = tree.get(held.node.path);
-      if (now?.kind === 'dir' && now.stat.ino === ino) held.node = now;
-    }
-    return held.node;
+    return this.known.nodeOf(ino, this.opts.tree());
   }
 
   /** The directory behind `ino` if the current tree still has it. */
@@ -377,22 +280,9 @@ export class NativeFuseSession implements FuseMount {
       return -E.ENOENT;
     }
     const s = node.stat;
-    this.hold(node);
+    this.known.hold(node);
     this.native.replyEntry(req, s.ino, s.mode, s.size, s.mtime, s.nlink, s.uid, s.gid, this.cacheSec, this.cacheSec);
     return 0;
-  }
-
-  private forget(pairs: Float64Array): void {
-    for (let i = 0; i + 1 < pairs.length; i += 2) {
-      const ino = pairs[i]!;
-      const held = this.known.get(ino);
-      if (held === undefined) continue;
-      held.lookups -= pairs[i + 1]!;
-      if (held.lookups <= 0) {
-        this.known.delete(ino);
-        this.dropFast(ino);
-      }
-    }
   }
 
   private replyAttr(req: number, s: NodeStat): void {
@@ -410,20 +300,27 @@ export class NativeFuseSession implements FuseMount {
     const opened = this.fs.open(node.path, flags);
     if (typeof opened === 'number') {
       this.native.replyOpen(req, opened, true, false);
-      if (node.kind === 'file') this.allowFast(ino, node);
+      if (node.kind === 'file') this.fast.allow(ino, node, this.opts.tree());
       return 0;
     }
+    return this.replyWhen(OP.open, req, opened, (fh) => {
+      this.native.replyOpen(req, fh, true, false);
+      if (node.kind === 'file') this.fast.allow(ino, node, this.opts.tree());
+    });
+  }
+
+  /** Answers `req` once `pending` settles, and counts it then: undefined, as `answer` returns for a later answer. */
+  private replyWhen<T>(op: number, req: number, pending: Promise<T>, reply: (value: T) => void): undefined {
     const started = this.opts.meter === undefined ? 0 : performance.now();
-    opened.then(
-      (fh) => {
-        this.native.replyOpen(req, fh, true, false);
-        if (node.kind === 'file') this.allowFast(ino, node);
-        this.count(OP.open, started, 0);
+    pending.then(
+      (value) => {
+        reply(value);
+        this.count(op, started, 0);
       },
       (err: unknown) => {
         const errno = this.errors.toErrno(err);
         this.native.replyErr(req, errno);
-        this.count(OP.open, started, -errno);
+        this.count(op, started, -errno);
       },
     );
     return undefined;
@@ -431,31 +328,11 @@ export class NativeFuseSession implements FuseMount {
 
   private opendir(req: number, ino: number): void {
     const dir = this.currentDir(ino);
-    const fh = this.nextDirHandle;
-    this.nextDirHandle = fh >= 0x3fffffff ? 1 : fh + 1;
     const tree = this.opts.tree();
-    const parent = ino === ROOT_INO ? undefined : tree.get(parentPath(dir.path));
-    this.dirs.set(fh, { dir, tree, parentIno: parent?.stat.ino ?? ROOT_INO });
+    const fh = this.dirs.add(ino, dir, tree);
     // keep_cache: the listing the kernel cached outlives this descriptor (until the directory's inode is invalidated).
     this.native.replyOpen(req, fh, true, true);
-    this.allowFast(ino, dir);
-  }
-
-  /**
-   * A READDIR of a handle the addon opened itself (its listing was not in the
-   * kernel's cache): the listing starts here, from the current tree, as an
-   * opendir here would have started it; undefined once the directory has
-   * left the tree (the handle then lists nothing, as any held one).
-   */
-  private openFastDir(fh: number, ino: number): OpenDir | undefined {
-    const tree = this.opts.tree();
-    const node = ino === ROOT_INO ? tree.get('/') : this.known.get(ino)?.node;
-    const dir = node === undefined ? undefined : tree.get(node.path);
-    if (dir?.kind !== 'dir' || dir.stat.ino !== ino) return undefined;
-    const parent = ino === ROOT_INO ? undefined : tree.get(parentPath(dir.path));
-    const open = { dir, tree, parentIno: parent?.stat.ino ?? ROOT_INO };
-    this.dirs.set(fh, open);
-    return open;
+    this.fast.allow(ino, dir, tree);
   }
 
   /** A read of a handle the addon opened itself: the bytes of that node id's version. */
@@ -467,94 +344,26 @@ export class NativeFuseSession implements FuseMount {
       this.native.replyBuf(req, bytes);
       return 0;
     }
-    const started = this.opts.meter === undefined ? 0 : performance.now();
-    bytes.then(
-      (buf) => {
-        this.native.replyBuf(req, buf);
-        this.count(OP.read, started, 0);
-      },
-      (err: unknown) => {
-        const errno = this.errors.toErrno(err);
-        this.native.replyErr(req, errno);
-        this.count(OP.read, started, -errno);
-      },
-    );
-    return undefined;
+    return this.replyWhen(OP.read, req, bytes, (buf) => this.native.replyBuf(req, buf));
   }
 
   /**
-   * Offsets: 0 is ".", 1 is "..", 2 + i is the i-th name. A listing reads
-   * the tree it started in (offset 0, so a rewind starts afresh from the
-   * current tree); once the current tree no longer has the directory (its
-   * scope revoked, or the path removed) the handle lists nothing more, like a
-   * removed directory. READDIRPLUS (`plus`) sends each entry's attributes
-   * too, so `ls -l` and `find` need no LOOKUP of what they list; the kernel
-   * then holds a lookup of every entry that fitted, counted here as a LOOKUP
-   * would be.
+   * READDIRPLUS (`plus`) sends each entry's attributes too, so `ls -l` and
+   * `find` need no LOOKUP of what they list; the kernel then holds a lookup
+   * of every entry that fitted, counted here as a LOOKUP would be.
    */
   private readdir(req: number, ino: number, fh: number, size: number, offset: number, plus: boolean): void {
-    let open = this.dirs.get(fh) ?? (fh >= FAST_DIR_BIT ? this.openFastDir(fh, ino) : undefined);
-    if (open === undefined && fh >= FAST_DIR_BIT) {
-      this.native.replyDir(req, size, offset, [], [], []);
+    const listed = this.dirs.page(fh, ino, this.known.given(ino), this.opts.tree(), size, offset, plus);
+    if (listed === undefined) throw new KnowledgeError('not_found', `bad directory handle ${fh}`);
+    const { page, dir } = listed;
+    if (!plus || page.names.length === 0) {
+      this.native.replyDir(req, size, offset, page.names, page.inos, page.modes);
       return;
     }
-    if (open === undefined) throw new KnowledgeError('not_found', `bad directory handle ${fh}`);
-    const current = this.opts.tree();
-    const now = current.get(open.dir.path);
-    if (now?.kind !== 'dir' || now.stat.ino !== open.dir.stat.ino) {
-      this.native.replyDir(req, size, offset, [], [], []);
-      return;
-    }
-    if (offset === 0 && open.tree !== current) {
-      open = { ...open, dir: now, tree: current };
-      this.dirs.set(fh, open);
-    }
-    const { dir, tree } = open;
-    const names: string[] = [];
-    const inos: number[] = [];
-    const modes: number[] = [];
-    const nodes: (TreeNode | undefined)[] = [];
-    const most = Math.ceil(size / (plus ? MIN_DIRENT_PLUS : MIN_DIRENT));
-    const total = dir.names.length + 2;
-    for (let i = offset; i < total && names.length < most; i++) {
-      if (i < 2) {
-        names.push(i === 0 ? '.' : '..');
-        inos.push(i === 0 ? dir.stat.ino : open.parentIno);
-        modes.push(dir.stat.mode);
-        nodes.push(i === 0 ? dir : undefined);
-        continue;
-      }
-      const name = dir.names[i - 2]!;
-      const child = tree.get(childPath(dir.path, name));
-      names.push(name);
-      inos.push(child?.stat.ino ?? 0);
-      modes.push(child?.stat.mode ?? 0);
-      nodes.push(child);
-    }
-    if (!plus) {
-      this.native.replyDir(req, size, offset, names, inos, modes);
-      return;
-    }
-    const stats = new Float64Array(names.length * STAT_FIELDS);
-    nodes.forEach((node, j) => {
-      // ".." of a directory whose parent is not at hand: its number and mode only (the kernel takes no lookup of it).
-      const s = node?.stat ?? { ino: inos[j]!, mode: modes[j]!, size: 0, mtime: 0, nlink: 2, uid: dir.stat.uid, gid: dir.stat.gid };
-      stats.set([s.ino, s.mode, s.size, s.mtime, s.nlink, s.uid, s.gid], j * STAT_FIELDS);
-    });
-    const added = this.native.replyDirPlus(req, size, offset, names, stats, this.cacheSec, this.cacheSec);
+    const added = this.native.replyDirPlus(req, size, offset, page.names, listingStats(page, dir), this.cacheSec, this.cacheSec);
     for (let j = 0; j < added; j++) {
-      const node = nodes[j];
-      if (offset + j >= 2 && node !== undefined) this.hold(node);
-    }
-  }
-
-  /** The kernel took one more lookup of `node` (a LOOKUP, or an entry of a READDIRPLUS). */
-  private hold(node: TreeNode): void {
-    const held = this.known.get(node.stat.ino);
-    if (held === undefined) this.known.set(node.stat.ino, { node, lookups: 1 });
-    else {
-      held.node = node;
-      held.lookups++;
+      const node = page.nodes[j];
+      if (offset + j >= 2 && node !== undefined) this.known.hold(node);
     }
   }
 }
