@@ -22,33 +22,22 @@
 // placed then misses nothing the listing did not already see.
 
 import { createHash } from 'node:crypto';
-import { closeSync, constants, fstatSync, lstatSync, openSync, readdirSync, readFileSync, realpathSync, type Dirent, type Stats } from 'node:fs';
-import { open, readFile, realpath } from 'node:fs/promises';
+import { closeSync, constants, fstatSync, openSync, readFileSync, realpathSync } from 'node:fs';
+import { open, realpath } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
-import { escapeForLog } from '../../core/text/escape-for-log.js';
-import { MAX_PATH_BYTES, packPathProblem, segmentProblem } from '../../core/paths.js';
+import { packPathProblem } from '../../core/paths.js';
 import type { PlanFile, ScopeSnapshot } from '../../core/session/plan.js';
 import { ACCOUNT_SCOPE, compareScopes, isValidTeamId, teamScope, type ScopeName } from '../../core/scope.js';
 import type { PackFile, PackStore } from '../pack-store.js';
 import { createSlicer, fingerprint, sameFingerprint, type Fingerprint, type Slicer } from './scan-slices.js';
-import {
-  type DirPackStoreOptions,
-  type IndexEntry,
-  type ScopeIndex,
-  type SeenEntry,
-  SYNC_HASH_BYTES,
-  MAX_LOGGED,
-  utf8,
-  indexOf,
-  outermost,
-  scopeDir,
-} from './dir-pack-index.js';
+import { hashFile, insidePack, PackEntries } from './dir-pack-entries.js';
+import { type DirPackStoreOptions, type IndexEntry, type ScopeIndex, type SeenEntry, SYNC_HASH_BYTES, indexOf, outermost, scopeDir } from './dir-pack-index.js';
 export { scopeDir, type DirPackStoreOptions, type ScanObserver } from './dir-pack-index.js';
 
 export class DirPackStore implements PackStore {
   private indexes = new Map<ScopeName, ScopeIndex>();
   private sorted: ScopeSnapshot[] = [];
-  private readonly logged = new Set<string>();
+  private readonly disk: PackEntries;
   private realRoot: string | null = null;
   private scanning: Promise<boolean> | null = null;
   private queue: Promise<unknown> = Promise.resolve();
@@ -57,7 +46,9 @@ export class DirPackStore implements PackStore {
   constructor(
     readonly root: string,
     private readonly options: DirPackStoreOptions,
-  ) {}
+  ) {
+    this.disk = new PackEntries(options);
+  }
 
   scopes(): readonly ScopeSnapshot[] {
     return this.sorted;
@@ -88,78 +79,38 @@ export class DirPackStore implements PackStore {
     return next;
   }
 
-  private logOnce(key: string, line: string): void {
-    if (this.logged.has(key)) return;
-    if (this.logged.size >= MAX_LOGGED) this.logged.clear();
-    this.logged.add(key);
-    this.options.log(line);
-  }
-
-  private skip(abs: string, why: string): void {
-    this.logOnce(`${abs}\0${why}`, `skipping ${escapeForLog(abs)}: ${why}`);
-  }
-
-  /** lstat, or undefined when missing or unreadable (logged once). */
-  private lstatOrSkip(path: string): Stats | undefined {
-    try {
-      return lstatSync(path, { throwIfNoEntry: false });
-    } catch (err) {
-      this.skip(path, `cannot be read (${(err as NodeJS.ErrnoException).code ?? String(err)})`);
-      return undefined;
-    }
-  }
-
-  private listDir(dir: string): Dirent<Buffer>[] | null {
-    try {
-      return readdirSync(dir, { withFileTypes: true, encoding: 'buffer' });
-    } catch (err) {
-      const code = (err as NodeJS.ErrnoException).code;
-      if (code !== 'ENOENT') this.skip(dir, `cannot list directory (${code ?? String(err)})`);
-      return null;
-    }
-  }
-
   private packRoots(): { scope: ScopeName; dir: string }[] {
     this.realRoot ??= realpathSync(this.root);
     const roots: { scope: ScopeName; dir: string }[] = [];
     this.options.observer?.listing(this.root, null);
     const account = join(this.root, 'account');
-    const accountStat = this.lstatOrSkip(account);
+    const accountStat = this.disk.lstatOrSkip(account);
     if (accountStat?.isDirectory()) roots.push({ scope: ACCOUNT_SCOPE, dir: account });
-    else if (accountStat) this.skip(account, 'not a directory (symlinks are not followed)');
+    else if (accountStat) this.disk.skip(account, 'not a directory (symlinks are not followed)');
     const teamsDir = join(this.root, 'teams');
-    const teamsStat = this.lstatOrSkip(teamsDir);
+    const teamsStat = this.disk.lstatOrSkip(teamsDir);
     if (teamsStat === undefined) return roots;
     if (!teamsStat.isDirectory()) {
       // Reads never follow it either: a symlinked teams/ would list another tree's files that no read can serve.
-      this.skip(teamsDir, teamsStat.isSymbolicLink() ? 'symlink (not followed): no team packs are served' : 'not a directory: no team packs are served');
+      this.disk.skip(teamsDir, teamsStat.isSymbolicLink() ? 'symlink (not followed): no team packs are served' : 'not a directory: no team packs are served');
       return roots;
     }
     this.options.observer?.listing(teamsDir, null);
-    for (const entry of this.listDir(teamsDir) ?? []) {
-      const name = this.decodeName(teamsDir, entry.name);
+    for (const entry of this.disk.listDir(teamsDir) ?? []) {
+      const name = this.disk.decodeName(teamsDir, entry.name);
       if (name === null) continue;
       const dir = join(teamsDir, name);
       if (!isValidTeamId(name)) {
-        this.skip(dir, entry.isDirectory() ? 'not a valid team id (expected [a-z0-9][a-z0-9_-]{0,62})' : 'not a team directory');
+        this.disk.skip(dir, entry.isDirectory() ? 'not a valid team id (expected [a-z0-9][a-z0-9_-]{0,62})' : 'not a team directory');
         continue;
       }
       if (!entry.isDirectory()) {
-        this.skip(dir, entry.isSymbolicLink() ? 'symlink (not followed)' : 'not a directory');
+        this.disk.skip(dir, entry.isSymbolicLink() ? 'symlink (not followed)' : 'not a directory');
         continue;
       }
       roots.push({ scope: teamScope(name), dir });
     }
     return roots;
-  }
-
-  private decodeName(parent: string, raw: Buffer): string | null {
-    try {
-      return utf8.decode(raw);
-    } catch {
-      this.skip(join(parent, raw.toString('latin1')), 'name is not valid UTF-8');
-      return null;
-    }
   }
 
   /**
@@ -180,7 +131,7 @@ export class DirPackStore implements PackStore {
     let reused = 0;
     const observer = this.options.observer;
     const listed = new Set<string>();
-    const whole = old === undefined || subtrees.includes('') || !this.insidePack(dir, subtrees);
+    const whole = old === undefined || subtrees.includes('') || !insidePack(dir, subtrees);
     const tops = whole ? [''] : outermost(subtrees);
     if (!whole && old !== undefined) {
       // Files outside the rescanned directories stay as they are.
@@ -199,18 +150,18 @@ export class DirPackStore implements PackStore {
         observer.listing(d.abs, scope);
         listed.add(d.abs);
       }
-      for (const entry of this.listDir(d.abs) ?? []) {
+      for (const entry of this.disk.listDir(d.abs) ?? []) {
         if (slice.due()) await slice.yield();
-        const name = this.decodeName(d.abs, entry.name);
+        const name = this.disk.decodeName(d.abs, entry.name);
         if (name === null) continue;
         const abs = `${d.abs}/${name}`;
         const rel = d.rel === '' ? name : `${d.rel}/${name}`;
         let seen: SeenEntry;
         try {
-          seen = this.visit(entry, name, abs, rel);
+          seen = this.disk.visit(entry, name, abs, rel);
         } catch (err) {
           // One entry's error (ENAMETOOLONG past PATH_MAX, EACCES, EIO…) skips that entry, never the pack.
-          this.skip(abs, `cannot be read (${(err as NodeJS.ErrnoException).code ?? String(err)})`);
+          this.disk.skip(abs, `cannot be read (${(err as NodeJS.ErrnoException).code ?? String(err)})`);
           continue;
         }
         if (seen === 'skip') continue;
@@ -230,83 +181,13 @@ export class DirPackStore implements PackStore {
     }
     for (const f of toHash) {
       if (slice.due()) await slice.yield();
-      const sha256 = await this.hashFile(f.abs, f.size);
+      const sha256 = await hashFile(f.abs, f.size);
       if (sha256 === null) continue; // vanished or replaced while hashing: the next scan sees it
       entries.push({ file: { path: f.rel, size: f.size, mtimeMs: f.mtimeMs, sha256 }, fp: fingerprint(f.st) });
     }
     observer?.packScanned(scope, listed, tops.map((rel) => (rel === '' ? dir : `${dir}/${rel}`)));
     if (!dirty && old !== undefined && reused === old.snapshot.files.length) return null;
     return indexOf(scope, entries);
-  }
-
-  /** What one listed entry is: a directory to walk, a servable file's stat, or skipped (logged once). May throw. */
-  private visit(entry: Dirent<Buffer>, name: string, abs: string, rel: string): SeenEntry {
-    // Segments above were checked already: only this name and the total length are new.
-    const problem = segmentProblem(name) ?? (rel.length * 3 > MAX_PATH_BYTES ? packPathProblem(rel) : null);
-    if (problem !== null) return this.skipped(abs, problem);
-    if (entry.isSymbolicLink()) return this.skipped(abs, 'symlink (not followed)');
-    if (entry.isDirectory()) return 'dir';
-    if (!entry.isFile()) return this.skipped(abs, 'not a regular file');
-    const st = lstatSync(abs, { throwIfNoEntry: false });
-    if (st === undefined) return 'skip'; // vanished since the listing
-    if (!st.isFile()) return this.skipped(abs, st.isSymbolicLink() ? 'symlink (not followed)' : 'not a regular file');
-    if (st.size > this.options.maxFileSize) {
-      return this.skipped(abs, `larger than --max-file-size (${st.size} > ${this.options.maxFileSize} bytes)`);
-    }
-    if (st.nlink > 1) {
-      // Served like any file (its content is what is in the pack), but a hard
-      // link may share bytes with a file outside the pack: say so once.
-      this.logOnce(`${abs}\0nlink`, `serving ${escapeForLog(abs)}: a hard link (${st.nlink} names share its content, possibly outside the pack)`);
-    }
-    return st;
-  }
-
-  private skipped(abs: string, why: string): 'skip' {
-    this.skip(abs, why);
-    return 'skip';
-  }
-
-  /**
-   * True when each directory is still reached without a symlink (or is gone):
-   * listing it then cannot wander outside the pack. Otherwise the whole pack
-   * is walked, which never follows symlinks.
-   */
-  private insidePack(dir: string, rels: readonly string[]): boolean {
-    let realDir: string;
-    try {
-      realDir = realpathSync.native(dir);
-    } catch {
-      return false;
-    }
-    for (const rel of rels) {
-      try {
-        if (realpathSync.native(`${dir}/${rel}`) !== `${realDir}/${rel}`) return false;
-      } catch (err) {
-        if ((err as NodeJS.ErrnoException).code !== 'ENOENT') return false;
-      }
-    }
-    return true;
-  }
-
-  private async hashFile(abs: string, size: number): Promise<string | null> {
-    try {
-      const flag = constants.O_RDONLY | constants.O_NOFOLLOW;
-      // Small files in the current time slice; big ones without blocking the loop.
-      let bytes: Buffer;
-      if (size <= SYNC_HASH_BYTES) {
-        const fd = openSync(abs, flag);
-        try {
-          bytes = readFileSync(fd);
-        } finally {
-          closeSync(fd);
-        }
-      } else {
-        bytes = await readFile(abs, { flag });
-      }
-      return createHash('sha256').update(bytes).digest('hex');
-    } catch {
-      return null;
-    }
   }
 
   private async doScan(only?: ReadonlyMap<ScopeName, ReadonlySet<string>>): Promise<boolean> {
