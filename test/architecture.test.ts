@@ -31,6 +31,9 @@ const LAYERS: Readonly<Record<string, number>> = {
 
 type Graph = ReadonlyMap<string, readonly string[]>;
 
+/** Longest a source file may grow: past it, a file holds more than one thing. */
+const MAX_LINES = 400;
+
 function sourceFiles(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
     const path = join(dir, e.name);
@@ -178,6 +181,14 @@ describe('architecture: the dependency rule', () => {
   it('no import cycle between files', () => {
     const found = cycles(graph);
     expect(found, `import cycles:\n  ${found.join('\n  ')}`).toEqual([]);
+  });
+
+  it(`no source file is over ${MAX_LINES} lines (a longer one is split along its own seams)`, () => {
+    const long = sourceFiles(SRC)
+      .map((path) => ({ file: relative(SRC, path), lines: readFileSync(path, 'utf8').split('\n').length - 1 }))
+      .filter((f) => f.lines > MAX_LINES)
+      .map((f) => `src/${f.file}: ${f.lines} lines`);
+    expect(long).toEqual([]);
   });
 });
 

@@ -44,11 +44,9 @@ import { parseBatchStream, type BatchItem } from './batch-stream.js';
 import type { BatchOptions, ControlClient, FileBody, PlanRequest } from './control-client.js';
 import { JsonStreamParser } from './json-stream.js';
 import {
-  BATCH_CONTENT_TYPE,
   PREFETCH_PRIORITY,
   PRIORITY_HEADER,
   SHA256_HEADER,
-  SHED_HEADER,
   type CanLoadRequest,
   type CanLoadResponse,
   type ManifestResponse,
@@ -59,7 +57,7 @@ import {
 } from '../../core/wire.js';
 import { describeNetworkError, readCapped, send, type Transport } from './http-send.js';
 import { parseServerUrls, Replicas } from './replicas.js';
-import { replyError, retryAfterMs, ShedError, type Reply } from './reply-error.js';
+import { acceptBatchAnswer, replyError, type Reply } from './reply-error.js';
 import { checkCanLoadResponse, checkGrant, checkManifest, checkPlan, checkPlanChanges, checkReadResponse, checkReminder, checkSession } from './wire-check.js';
 
 export interface HttpControlClientOptions {
@@ -215,26 +213,7 @@ export class HttpControlClient implements ControlClient {
       this.replicas.moveOn(used); // the per-file fetches the caller falls back to go to the next replica
       throw new KnowledgeError('unavailable', `control plane at ${server} unavailable: ${describeNetworkError(err)}`);
     }
-    const status = res.statusCode ?? 0;
-    if (status === 503 && res.headers[SHED_HEADER] !== undefined) {
-      res.resume(); // a short JSON body nobody needs; the connection stays usable
-      throw new ShedError(`control plane at ${this.serverUrl} is busy; prefetch asked to wait`, retryAfterMs(res.headers['retry-after']));
-    }
-    if (status !== 200) {
-      let body: Buffer;
-      try {
-        body = await readCapped(res, 1024 * 1024, () => new KnowledgeError('unavailable', 'control plane error answer too large'));
-      } catch (err) {
-        if (isKnowledgeError(err)) throw err;
-        throw new KnowledgeError('unavailable', `control plane at ${this.serverUrl} unavailable: ${describeNetworkError(err)}`);
-      }
-      throw replyError({ status, headers: res.headers, body }, this.serverUrl);
-    }
-    const type = res.headers['content-type'];
-    if (type !== BATCH_CONTENT_TYPE) {
-      res.destroy();
-      throw new KnowledgeError('unavailable', `control plane at ${this.serverUrl} answered a batch with content-type ${String(type)}`);
-    }
+    await acceptBatchAnswer(res, this.serverUrl);
     let complete = false;
     try {
       for await (const item of parseBatchStream(res, paths, opts.maxFileBytes)) yield item;

@@ -2,9 +2,13 @@
 // daemon: 404 → not_found, 403 → denied (forbidden when the server says so),
 // 401 → unauthorized, 5xx → unavailable (or membership_unavailable when the
 // server already failed closed), with the server's own message when it sent
-// one. Bodies that are not JSON are decided by their status alone.
+// one. Bodies that are not JSON are decided by their status alone. And the
+// head of a batch answer, which streams and so is judged before its body.
 
-import { KnowledgeError, isErrorCode, type ErrorCode } from '../../core/errors.js';
+import type { IncomingMessage } from 'node:http';
+import { KnowledgeError, isErrorCode, isKnowledgeError, type ErrorCode } from '../../core/errors.js';
+import { BATCH_CONTENT_TYPE, SHED_HEADER } from '../../core/wire.js';
+import { describeNetworkError, readCapped } from './http-send.js';
 
 /** One answer, its body read whole (or parsed as it arrived). */
 export interface Reply {
@@ -59,4 +63,32 @@ export const isShed = (err: unknown): err is ShedError => err instanceof ShedErr
 export function retryAfterMs(header: string | string[] | undefined): number {
   const seconds = Number(Array.isArray(header) ? header[0] : header);
   return Number.isFinite(seconds) ? Math.min(30_000, Math.max(100, seconds * 1000)) : 1000;
+}
+
+/**
+ * The head of a POST /v1/batch answer, before its frames are read: a shed
+ * (ShedError), a refusal (its error), another content type (unavailable) all
+ * throw; a 200 with the batch content type returns.
+ */
+export async function acceptBatchAnswer(res: IncomingMessage, server: string): Promise<void> {
+  const status = res.statusCode ?? 0;
+  if (status === 503 && res.headers[SHED_HEADER] !== undefined) {
+    res.resume(); // a short JSON body nobody needs; the connection stays usable
+    throw new ShedError(`control plane at ${server} is busy; prefetch asked to wait`, retryAfterMs(res.headers['retry-after']));
+  }
+  if (status !== 200) {
+    let body: Buffer;
+    try {
+      body = await readCapped(res, 1024 * 1024, () => new KnowledgeError('unavailable', 'control plane error answer too large'));
+    } catch (err) {
+      if (isKnowledgeError(err)) throw err;
+      throw new KnowledgeError('unavailable', `control plane at ${server} unavailable: ${describeNetworkError(err)}`);
+    }
+    throw replyError({ status, headers: res.headers, body }, server);
+  }
+  const type = res.headers['content-type'];
+  if (type !== BATCH_CONTENT_TYPE) {
+    res.destroy();
+    throw new KnowledgeError('unavailable', `control plane at ${server} answered a batch with content-type ${String(type)}`);
+  }
 }
