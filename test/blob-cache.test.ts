@@ -3,7 +3,7 @@
 // do not hash to their name, one fetch for concurrent misses.
 
 import { createHash } from 'node:crypto';
-import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { chmod, chown, mkdtemp, readdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -128,5 +128,74 @@ describe('BlobCache', () => {
     const { c, fetched } = cache({ memoryBytes: 10_000, diskDir: dir });
     expect((await c.get(sha(a), 1000)).equals(a)).toBe(true);
     expect(fetched).toHaveLength(0);
+  });
+
+  it('counts memory hits and misses, and reports the bytes it holds in memory and on disk', async () => {
+    const { c, source } = cache({ memoryBytes: 1_500, diskDir: dir });
+    const [a, b] = [blob(1), blob(2)];
+    source.set(sha(a), a);
+    source.set(sha(b), b);
+    expect(c.peek(sha(a))).toBeUndefined();
+    expect([c.hits, c.misses]).toEqual([0, 0]); // a peek that misses is not a lookup the caller pays for
+    await c.get(sha(a), 1000);
+    expect([c.hits, c.misses]).toEqual([0, 1]);
+    await c.get(sha(a), 1000);
+    expect(c.peek(sha(a))?.equals(a)).toBe(true);
+    expect([c.hits, c.misses]).toEqual([2, 1]);
+    expect(c.size).toEqual({ memoryBytes: 1000, diskBytes: 0 });
+    await c.get(sha(b), 1000); // a is evicted to disk
+    await settle();
+    expect(c.size).toEqual({ memoryBytes: 1000, diskBytes: 1000 });
+    expect(await readdir(dir)).toEqual([sha(a)]);
+    expect((await c.get(sha(a), 1000)).equals(a)).toBe(true); // from disk, back into memory
+    expect([c.hits, c.misses]).toEqual([2, 3]);
+  });
+
+  it('without a spill directory nothing goes to disk', async () => {
+    const { c, source, fetched } = cache({ memoryBytes: 1_500 });
+    const [a, b] = [blob(1), blob(2)];
+    source.set(sha(a), a);
+    source.set(sha(b), b);
+    await c.get(sha(a), 1000);
+    await c.get(sha(b), 1000);
+    await settle();
+    expect(c.size.diskBytes).toBe(0);
+    await c.get(sha(a), 1000);
+    expect(fetched.filter((f) => f === sha(a))).toHaveLength(2);
+  });
+
+  it('refuses a spill directory another user may write, naming it and the fix', async () => {
+    await chmod(dir, 0o777);
+    expect(() => cache({ memoryBytes: 1_000, diskDir: dir })).toThrow(
+      new RegExp(`refusing the blob cache directory \\(--blob-cache-dir\\) ${dir}: .*another local user could plant links or FIFOs there.*Remove the directory`),
+    );
+  });
+
+  it.skipIf(process.getuid?.() !== 0)('does not adopt a left file another user owns, or a link; one swapped in later is refused, removed and logged once', async () => {
+    const [a, b, c0] = [blob(1), blob(2), blob(3)];
+    // Left by "an earlier run": c0 owned by another user, b as a link to a file with the right bytes.
+    await writeFile(join(dir, sha(c0)), c0);
+    await chown(join(dir, sha(c0)), 65534, 65534);
+    await writeFile(join(dir, 'elsewhere'), b);
+    await symlink(join(dir, 'elsewhere'), join(dir, sha(b)));
+    const { c, source, fetched, logs } = cache({ memoryBytes: 1_500, diskDir: dir });
+    for (const x of [a, b, c0]) source.set(sha(x), x);
+    expect(c.size.diskBytes).toBe(0);
+    expect((await c.get(sha(c0), 1000)).equals(c0)).toBe(true);
+    expect((await c.get(sha(b), 1000)).equals(b)).toBe(true);
+    expect(fetched).toEqual([sha(c0), sha(b)]);
+    // a is spilled by this run, then replaced by a link to the same bytes: refused, not followed.
+    for (let round = 0; round < 2; round++) {
+      await c.get(sha(a), 1000);
+      await c.get(sha(b), 1000);
+      await c.get(sha(c0), 1000); // a and b evicted, a to disk
+      await settle();
+      await rm(join(dir, sha(a)), { force: true });
+      await symlink(join(dir, 'elsewhere'), join(dir, sha(a)));
+      expect((await c.get(sha(a), 1000)).equals(a)).toBe(true);
+      expect(await readdir(dir)).not.toContain(sha(a)); // the planted link is removed
+    }
+    expect(fetched.filter((f) => f === sha(a))).toHaveLength(3);
+    expect(logs.filter((l) => l.includes(`${join(dir, sha(a))} is a symbolic link, not a file of this server's; removed`))).toHaveLength(1);
   });
 });

@@ -263,7 +263,10 @@ export class S3ObjectStore implements ObjectStore, SweepableStore {
     const failed = /<Error>([\s\S]*?)<\/Error>/.exec(xml);
     if (failed !== null) {
       const entry = failed[1] as string;
-      throw new ObjectStoreError('status', `DELETE ${this.where(xmlField(entry, 'Key') ?? '?')}: ${this.config.endpoint} refused it (${xmlField(entry, 'Code') ?? 'no code'})`);
+      // The answer names the bucket's key; the message names it as the store's (where() adds the prefix back).
+      const key = xmlField(entry, 'Key');
+      const inStore = key !== undefined && this.config.prefix !== '' && key.startsWith(`${this.config.prefix}/`) ? key.slice(this.config.prefix.length + 1) : key;
+      throw new ObjectStoreError('status', `DELETE ${this.where(inStore ?? '?')}: ${this.config.endpoint} refused it (${xmlField(entry, 'Code') ?? 'no code'})`);
     }
   }
 
