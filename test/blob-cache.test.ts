@@ -119,6 +119,26 @@ describe('BlobCache', () => {
     expect(got.equals(a)).toBe(true);
     expect(fetched.filter((f) => f === sha(a))).toHaveLength(2);
     expect(logs.some((l) => /corrupt from disk/.test(l))).toBe(true);
+    // The damaged file was dropped, so the next eviction writes a good one, read back without a fetch.
+    await c.get(sha(b), 1000);
+    await c.get(sha(blob(3)), 1000).catch(() => undefined);
+    source.set(sha(blob(3)), blob(3));
+    await c.get(sha(blob(3)), 1000); // a is evicted to disk again
+    await settle();
+    expect((await readFile(join(dir, sha(a)))).equals(a)).toBe(true);
+    expect((await c.get(sha(a), 1000)).equals(a)).toBe(true);
+    expect(fetched.filter((f) => f === sha(a))).toHaveLength(2);
+    expect(logs.filter((l) => /corrupt from disk/.test(l))).toHaveLength(1);
+  });
+
+  it('a blob of exactly memoryBytes is kept in memory', async () => {
+    const { c, source } = cache({ memoryBytes: 1_000, diskDir: dir });
+    const a = blob(1);
+    source.set(sha(a), a);
+    await c.get(sha(a), 1000);
+    await settle();
+    expect(c.peek(sha(a))?.equals(a)).toBe(true);
+    expect(await readdir(dir)).toEqual([]);
   });
 
   it('reuses verified files a previous run left in the spill directory', async () => {
