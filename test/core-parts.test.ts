@@ -76,6 +76,11 @@ describe('pages cut by characters', () => {
     expect(sliceChars(text, 9, 1)).toEqual({ content: '', totalChars: 5 });
     expect(sliceChars('', 0, 5)).toEqual({ content: '', totalChars: 0 });
     expect(sliceChars('abc', 0, 3)).toEqual({ content: 'abc', totalChars: 3 });
+    expect(sliceChars('abc', 0, 0)).toEqual({ content: '', totalChars: 3 });
+    expect(sliceChars('abc', 1, 0)).toEqual({ content: '', totalChars: 3 });
+    // The first and last pairs of the surrogate ranges.
+    expect(sliceChars('\ud800\udc00\udbff\udfffz', 1, 1)).toEqual({ content: '\udbff\udfff', totalChars: 3 });
+    expect(sliceChars('\ud800\udc00\udbff\udfffz', 0, 1)).toEqual({ content: '\ud800\udc00', totalChars: 3 });
   });
 
   it('counts a lone surrogate as one character', () => {
@@ -84,6 +89,9 @@ describe('pages cut by characters', () => {
     expect(sliceChars('\ude00\ud83d', 0, 1)).toEqual({ content: '\ude00', totalChars: 2 });
     // A high surrogate before a character that is not a low one is alone.
     expect(sliceChars('\ud83d\ud83d', 1, 1)).toEqual({ content: '\ud83d', totalChars: 2 });
+    // A high surrogate before the first character past the low range (U+E000) is alone too.
+    expect(sliceChars('\ud83d\ue000', 0, 1)).toEqual({ content: '\ud83d', totalChars: 2 });
+    expect(sliceChars('\ud83d\udbff', 0, 1)).toEqual({ content: '\ud83d', totalChars: 2 });
   });
 
   it('carries the page\'s offset, the whole length and the sha256 of the page as UTF-8', () => {
