@@ -115,6 +115,21 @@ export async function readToolLatency(server, workDir, { viewDir, team, extraTea
     const mcp = await mcpRereads(mount.socket, mount.base, paths.slice(0, WARMUP), expected, mcpSamples);
     const mcpQuiet = await mcpRereads(mount.socket, mount.base, paths.slice(0, WARMUP), expected, mcpSamples, ['--reminder', 'off']);
 
+    // can-load as a harness asks before offering a team's skill: the bound team and one the creator is not in, one call.
+    const scopes = ['account', `team_${team}`, `team_${extraTeams[0] ?? team}`];
+    const canLoad = [];
+    for (let i = 0; i < mountedSamples; i++) {
+      const { ms, value } = await timed(() => library.canLoad(scopes, { for: 'skill' }));
+      if (value.answers.length !== scopes.length) throw new Error(`can-load answered ${value.answers.length} scopes for ${scopes.length}`);
+      canLoad.push(ms);
+    }
+    const canLoadCli = [];
+    for (let i = 0; i < cliRuns; i++) {
+      const r = await run(`${process.execPath} ${BIN} can-load ${scopes.join(' ')} --for skill --json --socket '${mount.socket}' > /dev/null`, { cwd: mount.base });
+      if (r.code !== 0 && r.code !== 1 && r.code !== 3) throw new Error(`knowledgefs can-load exited ${r.code}: ${r.stderr.slice(0, 200)}`);
+      canLoadCli.push(r.ms);
+    }
+
     const cli = [];
     for (let i = 0; i < cliRuns; i++) {
       const r = await run(`${process.execPath} ${BIN} read ${paths[i % paths.length]} --socket '${mount.socket}' > /dev/null`, { cwd: mount.base });
@@ -131,10 +146,13 @@ export async function readToolLatency(server, workDir, { viewDir, team, extraTea
       mcpReread: latencySummary(mcp),
       mcpRereadNoReminder: latencySummary(mcpQuiet),
       cliEndToEndMs: summarize(cli),
+      canLoad: latencySummary(canLoad),
+      canLoadCliMs: summarize(canLoadCli),
     };
     const pair = (s) => `p50 ${s.p50} ms p99 ${s.p99} ms`;
     log(`read tool (library): mounted first read ${pair(result.mountedFirstRead)}; re-read ${pair(result.mountedReread)}; unmounted ${pair(result.unmounted)}`);
     log(`read tool (bare socket): first read ${pair(result.socketFirstRead)}; re-read ${pair(result.socketReread)}; MCP re-read ${pair(result.mcpReread)}, with --reminder off ${pair(result.mcpRereadNoReminder)}; CLI median ${result.cliEndToEndMs.median?.toFixed(1)} ms`);
+    log(`can-load (3 scopes, --for skill): library ${pair(result.canLoad)}; CLI median ${result.canLoadCliMs.median?.toFixed(1)} ms`);
     return result;
   } finally {
     library.close();

@@ -83,6 +83,8 @@ export function sideTable(results) {
     if (rt.mcpReread) rows.push(['read_knowledge over `knowledgefs mcp` (stdio), mounted file, re-read: p50 / p99 (ms)', `${fmtMs(rt.mcpReread.p50)} / ${fmtMs(rt.mcpReread.p99)}`]);
     if (rt.mcpRereadNoReminder) rows.push(['  the same with --reminder off: p50 / p99 (ms)', `${fmtMs(rt.mcpRereadNoReminder.p50)} / ${fmtMs(rt.mcpRereadNoReminder.p99)}`]);
     rows.push(['`knowledgefs read` CLI end to end, median (ms)', fmtMs(rt.cliEndToEndMs.median)]);
+    if (rt.canLoad) rows.push(['can-load via the library, 3 scopes --for skill: p50 / p99 (ms)', `${fmtMs(rt.canLoad.p50)} / ${fmtMs(rt.canLoad.p99)}`]);
+    if (rt.canLoadCliMs) rows.push(['`knowledgefs can-load` CLI end to end, 3 scopes, median (ms)', fmtMs(rt.canLoadCliMs.median)]);
   }
   const load = results.load;
   if (load) {
