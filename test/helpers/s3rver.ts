@@ -35,8 +35,20 @@ export interface TestS3 {
   close(): Promise<void>;
 }
 
+/**
+ * Ends `child` with SIGKILL if this process dies first, even killed outright
+ * with s3rver paused (SIGSTOP): a test runner that kills its workers (StrykerJS
+ * on a timed-out mutant) otherwise leaves a stopped s3rver behind. Ends when
+ * either process is gone.
+ */
+function killWithParent(child: ChildProcess): void {
+  const script = `while kill -0 ${process.pid} 2>/dev/null && kill -0 ${child.pid} 2>/dev/null; do sleep 0.5; done; kill -KILL ${child.pid} 2>/dev/null`;
+  spawn('sh', ['-c', script], { stdio: 'ignore' }).unref();
+}
+
 function launch(dir: string, port: number, bucket: string): Promise<{ child: ChildProcess; port: number }> {
   const child = spawn(process.execPath, ['--openssl-legacy-provider', CHILD, dir, String(port), bucket], { stdio: ['ignore', 'pipe', 'pipe'] });
+  killWithParent(child);
   return new Promise((resolve, reject) => {
     let out = '';
     let err = '';
