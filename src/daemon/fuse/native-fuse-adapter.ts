@@ -353,10 +353,14 @@ export class NativeFuseSession implements FuseMount {
    * of every entry that fitted, counted here as a LOOKUP would be.
    */
   private readdir(req: number, ino: number, fh: number, size: number, offset: number, plus: boolean): void {
-    const listed = this.dirs.page(fh, ino, this.known.given(ino), this.opts.tree(), size, offset, plus);
+    const listed = this.dirs.page(fh, ino, this.known, this.opts.tree(), size, offset, plus);
     if (listed === undefined) throw new KnowledgeError('not_found', `bad directory handle ${fh}`);
+    if (listed === 'gone') {
+      this.native.replyDir(req, size, offset, [], [], []);
+      return;
+    }
     const { page, dir } = listed;
-    if (!plus || page.names.length === 0) {
+    if (!plus) {
       this.native.replyDir(req, size, offset, page.names, page.inos, page.modes);
       return;
     }

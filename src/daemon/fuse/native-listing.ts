@@ -92,21 +92,22 @@ export class DirHandles {
   }
 
   /**
-   * The page a READDIR(PLUS) of `fh` at `offset` answers: empty once the
-   * directory left the current tree, undefined for a handle never opened.
-   * `given` is the node the kernel holds as `ino` (for a fast-path handle; none for the root).
+   * The page a READDIR(PLUS) of `fh` at `offset` answers, with its directory;
+   * `gone` once the directory left the current tree, undefined for a handle
+   * never opened. `kernel` tells the node the kernel holds as a node id
+   * (asked only for a fast-path handle seen here for the first time).
    */
-  page(fh: number, ino: number, given: TreeNode | undefined, current: Tree, size: number, offset: number, plus: boolean): { page: ListingPage; dir: DirNode } | undefined {
+  page(fh: number, ino: number, kernel: { given(ino: number): TreeNode | undefined }, current: Tree, size: number, offset: number, plus: boolean): { page: ListingPage; dir: DirNode } | 'gone' | undefined {
     let open = this.open.get(fh);
     if (open === undefined && fh >= FAST_DIR_BIT) {
-      const path = ino === ROOT_INO ? '/' : given?.path;
+      const path = ino === ROOT_INO ? '/' : kernel.given(ino)?.path;
       const dir = path === undefined ? undefined : current.get(path);
-      if (dir?.kind !== 'dir' || dir.stat.ino !== ino) return { page: EMPTY_PAGE, dir: given as DirNode };
+      if (dir?.kind !== 'dir' || dir.stat.ino !== ino) return 'gone';
       open = this.start(fh, ino, dir, current);
     }
     if (open === undefined) return undefined;
     const now = current.get(open.dir.path);
-    if (now?.kind !== 'dir' || now.stat.ino !== open.dir.stat.ino) return { page: EMPTY_PAGE, dir: open.dir };
+    if (now?.kind !== 'dir' || now.stat.ino !== open.dir.stat.ino) return 'gone';
     if (offset === 0 && open.tree !== current) {
       open = { ...open, dir: now, tree: current };
       this.open.set(fh, open);
@@ -122,5 +123,3 @@ export class DirHandles {
     this.open.clear();
   }
 }
-
-const EMPTY_PAGE: ListingPage = { names: [], inos: [], modes: [], nodes: [] };

@@ -45,6 +45,12 @@ export function jsonResponse(status: number, value: unknown, headers: Record<str
   return { status, headers: { 'content-type': JSON_TYPE, ...headers }, body: JSON.stringify(value) };
 }
 
+/** A body as the buffers that are sent, at least one. */
+export function bodyParts(body: ApiResponse['body']): readonly Buffer[] {
+  if (typeof body === 'string') return [Buffer.from(body, 'utf8')];
+  return Buffer.isBuffer(body) ? [body] : body.length > 0 ? body : [Buffer.alloc(0)];
+}
+
 export function rawJsonResponse(status: number, json: string | readonly Buffer[], headers: Record<string, string> = {}): ApiResponse {
   return { status, headers: { 'content-type': JSON_TYPE, ...headers }, body: json };
 }

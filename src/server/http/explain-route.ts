@@ -16,7 +16,7 @@ import { findFile } from '../../core/session/plan.js';
 import type { Decision, MembershipAnswer } from '../../core/session/policy.js';
 import { ACCOUNT_SCOPE, TEAM_PREFIX, teamScope } from '../../core/scope.js';
 import type { ExplainDecision, ExplainPath, ExplainReadEntry, ExplainResponse, ExplainScope } from '../../core/wire.js';
-import { errorResponse, jsonResponse, notFound, parseScopePath, type ApiRequest, type ApiResponse } from './api.js';
+import { bodyParts, errorResponse, jsonResponse, notFound, parseScopePath, type ApiRequest, type ApiResponse } from './api.js';
 import { audit, boundScopes, decider, denialResponse, type RouteContext } from '../context.js';
 import { computePlan, parseThreshold } from './plan-route.js';
 import type { SessionRecord } from '../state/session-state.js';
@@ -58,7 +58,7 @@ function explained(session: SessionRecord, decision: Decision): ExplainDecision 
 }
 
 function readAnswerOf(response: ApiResponse): ExplainPath['readAnswer'] {
-  const body = JSON.parse(typeof response.body === 'string' ? response.body : Buffer.concat(Buffer.isBuffer(response.body) ? [response.body] : response.body).toString('utf8')) as { error?: { code?: string; message?: string } };
+  const body = JSON.parse(Buffer.concat(bodyParts(response.body)).toString('utf8')) as { error?: { code?: string; message?: string } };
   return { status: response.status, code: body.error?.code ?? null, message: body.error?.message ?? null };
 }
 

@@ -13,7 +13,7 @@ import type { Log } from '../../core/text/log-line.js';
 import { acceptRequestId, newRequestId, REQUEST_ID_HEADER } from '../../core/request-id.js';
 import { CONTROL_PLANE_METRICS as M, NO_METRICS, statusClass, type MetricsRecorder } from '../../core/metrics.js';
 import { PREFETCH_PRIORITY, PRIORITY_HEADER } from '../../core/wire.js';
-import { errorResponse, type ApiRequest, type ApiResponse } from './api.js';
+import { bodyParts, errorResponse, type ApiRequest, type ApiResponse } from './api.js';
 import { httpRouteOf, type Handler } from './router.js';
 
 export interface HttpAdapterOptions {
@@ -61,11 +61,6 @@ function write(res: ServerResponse, response: ApiResponse, headOnly = false, clo
   for (const part of parts.slice(0, -1)) res.write(part);
   res.end(parts[parts.length - 1]);
   res.uncork();
-}
-
-function bodyParts(body: ApiResponse['body']): readonly Buffer[] {
-  if (typeof body === 'string') return [Buffer.from(body, 'utf8')];
-  return Buffer.isBuffer(body) ? [body] : body.length > 0 ? body : [Buffer.alloc(0)];
 }
 
 /** A streamed answer: waits for `drain` between chunks; stops when the client leaves; cuts the socket on error. */

@@ -78,6 +78,12 @@ export class S3ObjectStore implements ObjectStore, SweepableStore {
     return this.config.prefix === '' ? key : `${this.config.prefix}/${key}`;
   }
 
+  /** A bucket key as the store names it (fullKey undone); one outside the prefix stays as it is. */
+  private storeKey(bucketKey: string): string {
+    const prefix = this.config.prefix === '' ? '' : `${this.config.prefix}/`;
+    return bucketKey.startsWith(prefix) ? bucketKey.slice(prefix.length) : bucketKey;
+  }
+
   /** The request path of one object: `/BUCKET/PREFIX/KEY`, encoded as it is signed. */
   private objectPath(key: string): string {
     return `${this.root}/${encodeKeyPath(this.fullKey(key))}`;
@@ -219,7 +225,6 @@ export class S3ObjectStore implements ObjectStore, SweepableStore {
 
   async *listObjects(prefix: string): AsyncIterable<ListedObject> {
     const full = this.fullKey(prefix);
-    const strip = this.config.prefix === '' ? 0 : this.config.prefix.length + 1;
     const what = `${this.where(prefix)}*`;
     let token: string | undefined;
     do {
@@ -240,7 +245,7 @@ export class S3ObjectStore implements ObjectStore, SweepableStore {
         if (!Number.isSafeInteger(size) || size < 0 || !Number.isFinite(lastModified)) {
           throw new ObjectStoreError('garbage', `LIST ${what}: an entry without a valid Size or LastModified (${rawKey.slice(0, 200)})`);
         }
-        yield { key: rawKey.slice(strip), size, lastModified };
+        yield { key: this.storeKey(rawKey), size, lastModified };
       }
       const truncated = xmlField(xml, 'IsTruncated') === 'true';
       token = truncated ? xmlField(xml, 'NextContinuationToken') : undefined;
@@ -263,10 +268,9 @@ export class S3ObjectStore implements ObjectStore, SweepableStore {
     const failed = /<Error>([\s\S]*?)<\/Error>/.exec(xml);
     if (failed !== null) {
       const entry = failed[1] as string;
-      // The answer names the bucket's key; the message names it as the store's (where() adds the prefix back).
+      // The answer names the bucket's key; where() adds the prefix back.
       const key = xmlField(entry, 'Key');
-      const inStore = key !== undefined && this.config.prefix !== '' && key.startsWith(`${this.config.prefix}/`) ? key.slice(this.config.prefix.length + 1) : key;
-      throw new ObjectStoreError('status', `DELETE ${this.where(inStore ?? '?')}: ${this.config.endpoint} refused it (${xmlField(entry, 'Code') ?? 'no code'})`);
+      throw new ObjectStoreError('status', `DELETE ${this.where(key === undefined ? '?' : this.storeKey(key))}: ${this.config.endpoint} refused it (${xmlField(entry, 'Code') ?? 'no code'})`);
     }
   }
 
