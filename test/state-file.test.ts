@@ -3,7 +3,7 @@
 // and a crash between a rewrite and emptying the journal; a failed commit is
 // superseded by the next; a re-read of an unchanged file writes nothing.
 
-import { appendFile, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { appendFile, mkdir, mkdtemp, readdir, readFile, readlink, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -106,6 +106,130 @@ describe('fileStateStore', () => {
     const file = freshFile();
     await writeFile(file, JSON.stringify({ items: ['old'] }));
     expect(await reload(file)).toEqual(['old']);
+  });
+});
+
+describe('fileStateStore, what a start accepts and refuses', () => {
+  const journalLine = (seq: number, add: string) => `${JSON.stringify({ seq, changes: [{ add }] })}\n`;
+
+  it('blank lines in the journal are skipped', async () => {
+    const file = freshFile();
+    await writeFile(file, JSON.stringify({ items: ['a'], journalSeq: 1 }));
+    await writeFile(journalFileOf(file), `\n${journalLine(2, 'b')}\n\n${journalLine(3, 'c')}`);
+    expect(await reload(file)).toEqual(['a', 'b', 'c']);
+  });
+
+  it('a line that is JSON but not a journal entry stops the start, naming its line', async () => {
+    for (const bad of ['{"changes":[]}', '{"seq":"1","changes":[]}', '{"seq":1}', '{"seq":1,"changes":{}}']) {
+      const file = freshFile();
+      await writeFile(file, JSON.stringify({ items: [] }));
+      await writeFile(journalFileOf(file), `${journalLine(1, 'a')}${bad}\n`);
+      await expect(fileStateStore<Counter, Add>(file).load(), bad).rejects.toMatchObject({
+        code: 'config',
+        message: `${journalFileOf(file)}: line 2 of the journal is not a journal entry`,
+      });
+    }
+  });
+
+  it('a state file that is not a JSON object stops the start with a config error', async () => {
+    for (const bad of ['null', '42', '"text"']) {
+      const file = freshFile();
+      await writeFile(file, bad);
+      await expect(fileStateStore<Counter, Add>(file).load(), bad).rejects.toMatchObject({
+        code: 'config',
+        message: `${file}: the state file is not a JSON object; move it away to start empty`,
+      });
+    }
+    const file = freshFile();
+    await writeFile(file, '{"items":');
+    await expect(fileStateStore<Counter, Add>(file).load()).rejects.toThrow(`${file}: the state file is not valid JSON`);
+  });
+
+  it('a state file or journal that cannot be read stops the start, naming which', async () => {
+    const file = freshFile();
+    await mkdir(file);
+    await expect(fileStateStore<Counter, Add>(file).load()).rejects.toMatchObject({ code: 'config', message: expect.stringContaining(`${file}: cannot read the state file: `) });
+    const other = freshFile();
+    await mkdir(journalFileOf(other));
+    await expect(fileStateStore<Counter, Add>(other).load()).rejects.toMatchObject({
+      code: 'config',
+      message: expect.stringContaining(`${journalFileOf(other)}: cannot read the state journal: `),
+    });
+  });
+
+  it('a journal without a state file is loaded (the state file was moved away)', async () => {
+    const file = freshFile();
+    await writeFile(journalFileOf(file), journalLine(1, 'a') + journalLine(2, 'b'));
+    const loaded = await fileStateStore<Counter, Add>(file).load();
+    expect(loaded).toEqual({ snapshot: null, changes: [{ add: 'a' }, { add: 'b' }] });
+  });
+
+  it('a state file from before the journal takes every journal line after it', async () => {
+    const file = freshFile();
+    await writeFile(file, JSON.stringify({ items: ['old'] }));
+    await writeFile(journalFileOf(file), journalLine(1, 'new'));
+    expect(await reload(file)).toEqual(['old', 'new']);
+  });
+
+  it('after a clean start the next commit appends; commits go on from the last sequence number', async () => {
+    const file = freshFile();
+    const first = fileStateStore<Counter, Add>(file);
+    await first.load();
+    const items: string[] = [];
+    await commitAll(first, items, ['a', 'b']);
+    await first.close();
+    const snapshotBefore = await readFile(file, 'utf8');
+    const again = fileStateStore<Counter, Add>(file);
+    await again.load();
+    await commitAll(again, items, ['c']);
+    await again.close();
+    expect(await readFile(file, 'utf8')).toBe(snapshotBefore);
+    const seqs = (await readFile(journalFileOf(file), 'utf8')).trim().split('\n').map((l) => (JSON.parse(l) as { seq: number }).seq);
+    expect(seqs).toEqual([2, 3]);
+    expect(await reload(file)).toEqual(['a', 'b', 'c']);
+  });
+
+  it('a state file with no journal beside it is appended to, not rewritten', async () => {
+    for (const text of [JSON.stringify({ items: ['old'] }), JSON.stringify({ items: ['old'], journalSeq: 4 })]) {
+      const file = freshFile();
+      await writeFile(file, text);
+      const store = fileStateStore<Counter, Add>(file);
+      await store.load();
+      await commitAll(store, ['old'], ['new']);
+      await store.close();
+      expect(await readFile(file, 'utf8')).toBe(text);
+      expect(await readFile(journalFileOf(file), 'utf8')).toMatch(/^\{"seq":\d+,"changes":\[\{"add":"new"\}\]\}\n$/);
+      expect(await reload(file)).toEqual(['old', 'new']);
+    }
+  });
+
+  it('a commit with no changes writes nothing', async () => {
+    const file = freshFile();
+    const store = fileStateStore<Counter, Add>(file);
+    await store.load();
+    await store.commit([], () => ({ items: [] }));
+    await expect(stat(file)).rejects.toMatchObject({ code: 'ENOENT' });
+    await expect(stat(journalFileOf(file))).rejects.toMatchObject({ code: 'ENOENT' });
+  });
+
+  it('close releases the journal\'s descriptor, and a later commit opens it again', async () => {
+    const file = freshFile();
+    const store = fileStateStore<Counter, Add>(file);
+    await store.load();
+    const items: string[] = [];
+    await commitAll(store, items, ['a', 'b']);
+    const held = async () => {
+      const fds = await readdir('/proc/self/fd');
+      const targets = await Promise.all(fds.map((fd) => readlink(`/proc/self/fd/${fd}`).catch(() => '')));
+      return targets.filter((t) => t === journalFileOf(file)).length;
+    };
+    expect(await held()).toBe(1);
+    await store.close();
+    expect(await held()).toBe(0);
+    await commitAll(store, items, ['c']);
+    expect(await held()).toBe(1);
+    await store.close();
+    expect(await reload(file)).toEqual(['a', 'b', 'c']);
   });
 });
 

@@ -9,7 +9,7 @@ import { defineConfig } from 'vitest/config';
 // KNOWLEDGEFS_STRYKER_TESTS (comma-separated test/ file names) replaces the list.
 const DEFAULT = [
   'audit-buffer', 'audit-log', 'blob-presence', 'byte-budget', 'dir-pack-index', 'plan-wakeups', 's3-signing',
-  'scan-slices', 'server-guidance', 'server-options', 'session-record', 'state-file', 'store-config',
+  'scan-slices', 'server-guidance', 'server-options', 'session-record', 'session-registry', 'state-file', 'store-config',
   'blob-cache', 'gc', 'gc-logic', 's3-object-store', 's3-object-store-answers',
 ];
 const names = process.env.KNOWLEDGEFS_STRYKER_TESTS?.split(',').filter((n) => n !== '') ?? DEFAULT;
