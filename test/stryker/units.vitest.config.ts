@@ -10,7 +10,7 @@ import { defineConfig } from 'vitest/config';
 const DEFAULT = [
   'audit-buffer', 'audit-log', 'blob-presence', 'byte-budget', 'dir-pack-index', 'plan-wakeups', 's3-signing',
   'scan-slices', 'server-guidance', 'server-options', 'session-record', 'session-registry', 'state-file', 'store-config',
-  'blob-cache', 'gc', 'gc-logic', 's3-object-store', 's3-object-store-answers',
+  'blob-cache', 'gc', 'gc-logic', 'metered-object-store', 's3-object-store', 's3-object-store-answers',
 ];
 const names = process.env.KNOWLEDGEFS_STRYKER_TESTS?.split(',').filter((n) => n !== '') ?? DEFAULT;
 
