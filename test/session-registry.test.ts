@@ -37,6 +37,14 @@ function record(id: string, over: Partial<SessionRecord> = {}): SessionRecord {
 
 const entry = (path: string, sha = 'a'.repeat(64)) => ({ path, sha256: sha });
 
+/** A registry over a fresh in-memory store, holding one personal session of alice's. */
+async function withAlice() {
+  const store = new MemoryStore();
+  const reg = await SessionRegistry.open(store);
+  const { record: a, token } = await reg.create({ kind: 'personal', creator: 'alice' }, AT);
+  return { store, reg, a, token };
+}
+
 describe('SessionRegistry.open', () => {
   it('starts empty when nothing was ever committed', async () => {
     const reg = await SessionRegistry.open(new MemoryStore(null));
@@ -94,9 +102,7 @@ describe('SessionRegistry.open', () => {
 
 describe('SessionRegistry changes', () => {
   it('journals a create, then authenticates its token; stats count by kind and mounted teams', async () => {
-    const store = new MemoryStore();
-    const reg = await SessionRegistry.open(store);
-    const { record: a, token } = await reg.create({ kind: 'personal', creator: 'alice' }, AT);
+    const { store, reg, a, token } = await withAlice();
     const { record: b } = await reg.create({ kind: 'team', creator: 'bob', team: 't1' }, AT);
     expect(store.commits.flat().map((c) => c.kind)).toEqual(['create', 'create']);
     expect((await reg.authenticate(token))?.id).toBe(a.id);
@@ -123,9 +129,7 @@ describe('SessionRegistry changes', () => {
   });
 
   it('a revoke applies at once, tells the listeners, journals once, and is refused for unknown ids', async () => {
-    const store = new MemoryStore();
-    const reg = await SessionRegistry.open(store);
-    const { record: a, token } = await reg.create({ kind: 'personal', creator: 'alice' }, AT);
+    const { store, reg, a, token } = await withAlice();
     const told: string[] = [];
     const stop = reg.onChange((id) => told.push(id));
     expect(await reg.revoke(a.id)).toBe(true);
@@ -141,18 +145,14 @@ describe('SessionRegistry changes', () => {
   });
 
   it('a revoke that cannot be saved still holds (fails closed)', async () => {
-    const store = new MemoryStore();
-    const reg = await SessionRegistry.open(store);
-    const { record: a, token } = await reg.create({ kind: 'personal', creator: 'alice' }, AT);
+    const { store, reg, a, token } = await withAlice();
     store.fail = new Error('read-only file system');
     await expect(reg.revoke(a.id)).rejects.toMatchObject({ code: 'unavailable' });
     expect(await reg.authenticate(token)).toBeNull();
   });
 
   it('a read journals its entry and mount, tells the listeners, and a durable re-read writes nothing', async () => {
-    const store = new MemoryStore();
-    const reg = await SessionRegistry.open(store);
-    const { record: a } = await reg.create({ kind: 'personal', creator: 'alice' }, AT);
+    const { store, reg, a } = await withAlice();
     const told: string[] = [];
     reg.onChange((id) => told.push(id));
     expect(await reg.recordRead(a, entry('a.md'), null)).toBe(false);
@@ -172,9 +172,7 @@ describe('SessionRegistry changes', () => {
   });
 
   it('a re-read is written again while an earlier change is not yet durable', async () => {
-    const store = new MemoryStore();
-    const reg = await SessionRegistry.open(store);
-    const { record: a } = await reg.create({ kind: 'personal', creator: 'alice' }, AT);
+    const { store, reg, a } = await withAlice();
     await reg.recordRead(a, entry('a.md'), null);
     store.fail = new Error('EIO');
     await expect(reg.recordRead(a, entry('b.md'), null)).rejects.toThrow('could not save session state: EIO');
@@ -186,9 +184,7 @@ describe('SessionRegistry changes', () => {
   });
 
   it('a read that cannot be saved is undone, mount included', async () => {
-    const store = new MemoryStore();
-    const reg = await SessionRegistry.open(store);
-    const { record: a } = await reg.create({ kind: 'personal', creator: 'alice' }, AT);
+    const { store, reg, a } = await withAlice();
     await reg.recordRead(a, entry('a.md'), null);
     const told: string[] = [];
     reg.onChange((id) => told.push(id));
@@ -202,9 +198,7 @@ describe('SessionRegistry changes', () => {
   });
 
   it('a failed read keeps a later change that replaced its lists', async () => {
-    const store = new MemoryStore();
-    const reg = await SessionRegistry.open(store);
-    const { record: a } = await reg.create({ kind: 'personal', creator: 'alice' }, AT);
+    const { store, reg, a } = await withAlice();
     store.fail = new Error('EIO');
     const failing = reg.recordRead(a, entry('a.md'), 't1');
     // Before the commit runs, another change replaces the read set and the mounts.
@@ -216,9 +210,7 @@ describe('SessionRegistry changes', () => {
   });
 
   it('replaceReadSet writes only a different list (order counts)', async () => {
-    const store = new MemoryStore();
-    const reg = await SessionRegistry.open(store);
-    const { record: a } = await reg.create({ kind: 'personal', creator: 'alice' }, AT);
+    const { store, reg, a } = await withAlice();
     await reg.recordRead(a, entry('a.md'), null);
     await reg.recordRead(a, entry('b.md'), null);
     const commits = store.commits.length;
@@ -238,9 +230,7 @@ describe('SessionRegistry changes', () => {
   });
 
   it('changes made while a commit runs go together in the next one', async () => {
-    const store = new MemoryStore();
-    const reg = await SessionRegistry.open(store);
-    const { record: a } = await reg.create({ kind: 'personal', creator: 'alice' }, AT);
+    const { store, reg, a } = await withAlice();
     await Promise.all([reg.recordRead(a, entry('1.md'), null), reg.recordRead(a, entry('2.md'), null), reg.recordRead(a, entry('3.md'), null)]);
     expect(store.commits.slice(1).map((c) => c.length)).toEqual([3]);
   });
@@ -256,9 +246,7 @@ describe('SessionRegistry changes', () => {
   });
 
   it('a token of the wrong length, or another session\'s, never authenticates', async () => {
-    const store = new MemoryStore();
-    const reg = await SessionRegistry.open(store);
-    const { token } = await reg.create({ kind: 'personal', creator: 'alice' }, AT);
+    const { token, reg } = await withAlice();
     expect(await reg.authenticate(`${token}x`)).toBeNull();
     expect(await reg.authenticate('')).toBeNull();
   });

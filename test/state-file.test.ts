@@ -39,6 +39,14 @@ async function commitAll(store: StateStore<Counter, Add>, items: string[], adds:
   }
 }
 
+/** One run of a store on `file`: load, commit `adds` one by one, close (as one control plane's life). */
+async function runStore(file: string, items: string[], adds: string[]): Promise<void> {
+  const store = fileStateStore<Counter, Add>(file);
+  await store.load();
+  await commitAll(store, items, adds);
+  await store.close();
+}
+
 describe('fileStateStore', () => {
   it('writes a snapshot first, then appends; a restart replays the journal onto the snapshot', async () => {
     const file = freshFile();
@@ -67,11 +75,7 @@ describe('fileStateStore', () => {
 
   it('skips journal lines the snapshot already includes (a crash before the journal was emptied)', async () => {
     const file = freshFile();
-    const store = fileStateStore<Counter, Add>(file);
-    await store.load();
-    const items: string[] = [];
-    await commitAll(store, items, ['a', 'b', 'c']);
-    await store.close();
+    await runStore(file, [], ['a', 'b', 'c']);
     const journal = await readFile(journalFileOf(file), 'utf8');
     // Rewrite the snapshot as a compaction would, but leave the old lines behind.
     await writeFile(file, JSON.stringify({ items: ['a', 'b', 'c'], journalSeq: 3 }));
@@ -81,17 +85,11 @@ describe('fileStateStore', () => {
 
   it('ignores a last line cut short by a crash, and the next commit starts clean', async () => {
     const file = freshFile();
-    const store = fileStateStore<Counter, Add>(file);
-    await store.load();
     const items: string[] = [];
-    await commitAll(store, items, ['a', 'b']);
-    await store.close();
+    await runStore(file, items, ['a', 'b']);
     await appendFile(journalFileOf(file), '{"seq":3,"changes":[{"add":"c');
     expect(await reload(file)).toEqual(['a', 'b']);
-    const again = fileStateStore<Counter, Add>(file);
-    await again.load();
-    await commitAll(again, items, ['d']);
-    await again.close();
+    await runStore(file, items, ['d']);
     expect(await reload(file)).toEqual(['a', 'b', 'd']);
   });
 
@@ -173,16 +171,10 @@ describe('fileStateStore, what a start accepts and refuses', () => {
 
   it('after a clean start the next commit appends; commits go on from the last sequence number', async () => {
     const file = freshFile();
-    const first = fileStateStore<Counter, Add>(file);
-    await first.load();
     const items: string[] = [];
-    await commitAll(first, items, ['a', 'b']);
-    await first.close();
+    await runStore(file, items, ['a', 'b']);
     const snapshotBefore = await readFile(file, 'utf8');
-    const again = fileStateStore<Counter, Add>(file);
-    await again.load();
-    await commitAll(again, items, ['c']);
-    await again.close();
+    await runStore(file, items, ['c']);
     expect(await readFile(file, 'utf8')).toBe(snapshotBefore);
     const seqs = (await readFile(journalFileOf(file), 'utf8')).trim().split('\n').map((l) => (JSON.parse(l) as { seq: number }).seq);
     expect(seqs).toEqual([2, 3]);
@@ -193,10 +185,7 @@ describe('fileStateStore, what a start accepts and refuses', () => {
     for (const text of [JSON.stringify({ items: ['old'] }), JSON.stringify({ items: ['old'], journalSeq: 4 })]) {
       const file = freshFile();
       await writeFile(file, text);
-      const store = fileStateStore<Counter, Add>(file);
-      await store.load();
-      await commitAll(store, ['old'], ['new']);
-      await store.close();
+      await runStore(file, ['old'], ['new']);
       expect(await readFile(file, 'utf8')).toBe(text);
       expect(await readFile(journalFileOf(file), 'utf8')).toMatch(/^\{"seq":\d+,"changes":\[\{"add":"new"\}\]\}\n$/);
       expect(await reload(file)).toEqual(['old', 'new']);
