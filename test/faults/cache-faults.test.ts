@@ -9,7 +9,7 @@
 // The memory cache is far smaller than any file, so reads really go through
 // the disk copy.
 
-import { mkdir, mkdtemp, readdir, readFile, rm, stat, truncate, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, open, readdir, readFile, rm, stat, truncate } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
@@ -130,24 +130,45 @@ fuseSuite('disk cache faults', () => {
   }, 120_000);
 });
 
-/** Four kinds of damage, round robin: flipped byte, truncation, another file's bytes, empty. */
+/**
+ * Four kinds of damage, round robin: flipped byte, truncation, another file's
+ * bytes, empty. The cache disk is full by now (the first test fills it), so
+ * damage is done in place and never grows a file: a rewrite that first frees
+ * a file's pages could lose them to the daemon's own writes and fail ENOSPC.
+ */
 async function corrupt(files: readonly string[], other: string): Promise<void> {
   const otherBytes = await readFile(other);
   for (const [i, file] of files.entries()) {
-    const bytes = await readFile(file);
+    const size = (await stat(file)).size;
     switch (i % 4) {
-      case 0:
-        bytes[Math.floor(bytes.length / 2)] = (bytes[Math.floor(bytes.length / 2)] ?? 0) ^ 0x01;
-        await writeFile(file, bytes);
+      case 0: {
+        const middle = Math.floor(size / 2);
+        const byte = (await readFile(file))[middle] ?? 0;
+        await overwrite(file, Buffer.from([byte ^ 0x01]), middle);
         break;
+      }
       case 1:
-        await truncate(file, Math.floor(bytes.length / 3));
+        await truncate(file, Math.floor(size / 3));
         break;
-      case 2:
-        await writeFile(file, file === other ? Buffer.concat([otherBytes, Buffer.from('x')]) : otherBytes);
+      case 2: {
+        // Another file's bytes, cut to fit; a file is never its own "other".
+        const replacement = (file === other ? Buffer.from('another file') : otherBytes).subarray(0, size);
+        await overwrite(file, replacement, 0);
+        await truncate(file, replacement.length);
         break;
+      }
       default:
-        await writeFile(file, '');
+        await truncate(file, 0);
     }
+  }
+}
+
+/** Writes `bytes` over `file` at `position` without truncating it first. */
+async function overwrite(file: string, bytes: Buffer, position: number): Promise<void> {
+  const handle = await open(file, 'r+');
+  try {
+    await handle.write(bytes, 0, bytes.length, position);
+  } finally {
+    await handle.close();
   }
 }
