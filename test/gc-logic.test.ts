@@ -11,7 +11,8 @@ import { snapshotScope } from '../src/core/session/plan.js';
 import { sha256Hex } from '../src/core/sha256.js';
 import { collectGarbage, kindOf, type GcProgress } from '../src/store/gc/gc.js';
 import { historyRoots } from '../src/store/gc/gc-roots.js';
-import type { ListedObject, SweepableStore } from '../src/store/objects/object-store.js';
+import type { ListedObject } from '../src/store/objects/object-store.js';
+import { MemoryBucket } from './helpers/memory-bucket.js';
 
 const NOW = Date.parse('2026-06-01T12:00:00Z');
 const GRACE = 3_600_000;
@@ -19,42 +20,7 @@ const EDGE = NOW - GRACE;
 const OLD = EDGE - 1;
 const hex = (c: string) => c.repeat(64);
 
-class MemoryBucket implements SweepableStore {
-  readonly description = 's3://memory/gc';
-  readonly objects = new Map<string, { bytes: Buffer; lastModified: number }>();
-  readonly deletes: string[][] = [];
-
-  set(key: string, bytes: Buffer | string, lastModified = OLD): void {
-    this.objects.set(key, { bytes: Buffer.from(bytes), lastModified });
-  }
-  async get(key: string) {
-    const o = this.objects.get(key);
-    return o === undefined ? null : { bytes: o.bytes, etag: undefined };
-  }
-  async put(key: string, body: Buffer) {
-    this.set(key, body, NOW);
-  }
-  async has(key: string) {
-    return this.objects.has(key);
-  }
-  async *list(prefix: string) {
-    for await (const o of this.listObjects(prefix)) yield o.key;
-  }
-  async *listObjects(prefix: string): AsyncIterable<ListedObject> {
-    for (const key of [...this.objects.keys()].sort()) {
-      const o = this.objects.get(key);
-      if (key.startsWith(prefix) && o !== undefined) yield { key, size: o.bytes.length, lastModified: o.lastModified };
-    }
-  }
-  async deleteMany(keys: readonly string[]) {
-    this.deletes.push([...keys]);
-    for (const k of keys) this.objects.delete(k);
-  }
-  async lastModified(key: string) {
-    return this.objects.get(key)?.lastModified ?? null;
-  }
-  async close() {}
-}
+const newBucket = () => new MemoryBucket({ description: 's3://memory/gc', setAt: OLD, putAt: NOW });
 
 /** A publication of one scope with these file texts, written whole (blobs, index, directory, history copy). */
 function publish(bucket: MemoryBucket, texts: string[], publishedAt: string, at = OLD): Pointer {
@@ -113,7 +79,7 @@ describe('kindOf', () => {
 
 describe('collectGarbage', () => {
   it('classes every listed object: marked, young (the grace edge included), other, swept by kind; a dry run deletes nothing', async () => {
-    const bucket = new MemoryBucket();
+    const bucket = newBucket();
     const gone = publish(bucket, ['old one', 'shared'], '2026-05-01T00:00:00.000Z', OLD - 10_000);
     const kept = publish(bucket, ['shared', 'new one'], '2026-05-02T00:00:00.000Z');
     current(bucket, kept);
@@ -145,7 +111,7 @@ describe('collectGarbage', () => {
   });
 
   it('--delete removes exactly what the dry run reported, in batches of 1 000, checking the lock before each and reporting each', async () => {
-    const bucket = new MemoryBucket();
+    const bucket = newBucket();
     current(bucket, publish(bucket, ['kept'], '2026-05-02T00:00:00.000Z'));
     for (let i = 0; i < 2_500; i++) bucket.set(blobKey(sha256Hex(Buffer.from(`doomed ${i}`))), `doomed ${i}`);
     const dry = await gc(bucket);
@@ -175,7 +141,7 @@ describe('collectGarbage', () => {
   });
 
   it('a lost lock stops the deletions before the next batch', async () => {
-    const bucket = new MemoryBucket();
+    const bucket = newBucket();
     current(bucket, publish(bucket, ['kept'], '2026-05-02T00:00:00.000Z'));
     for (let i = 0; i < 1_500; i++) bucket.set(blobKey(sha256Hex(Buffer.from(`doomed ${i}`))), `doomed ${i}`);
     let checks = 0;
@@ -190,7 +156,7 @@ describe('collectGarbage', () => {
   });
 
   it('progress with no interval reports every listed object', async () => {
-    const bucket = new MemoryBucket();
+    const bucket = newBucket();
     current(bucket, publish(bucket, ['kept'], '2026-05-02T00:00:00.000Z'));
     const progress: GcProgress[] = [];
     const result = await gc(bucket, { progress: (p) => progress.push(p), progressIntervalMs: 0 });
@@ -200,7 +166,7 @@ describe('collectGarbage', () => {
   });
 
   it('roots: current, the last N, the one current at the grace start, and what replicas serve, each reason once', async () => {
-    const bucket = new MemoryBucket();
+    const bucket = newBucket();
     const p1 = publish(bucket, ['one'], '2026-05-01T00:00:00.000Z', OLD - 30);
     const p2 = publish(bucket, ['two'], '2026-05-02T00:00:00.000Z', OLD - 20);
     const p3 = publish(bucket, ['three'], '2026-05-03T00:00:00.000Z', OLD - 10);
@@ -219,10 +185,10 @@ describe('collectGarbage', () => {
   });
 
   it('without current.json gc refuses, naming the store; a broken history entry is a warning and stays; a missing index a warning; a broken index stops gc before deleting', async () => {
-    const empty = new MemoryBucket();
+    const empty = newBucket();
     await expect(gc(empty, { delete: true })).rejects.toThrow('s3://memory/gc: no current.json: not a publication (a wrong --store?); gc collects nothing without one');
 
-    const bucket = new MemoryBucket();
+    const bucket = newBucket();
     const p = publish(bucket, ['kept'], '2026-05-02T00:00:00.000Z');
     current(bucket, p);
     bucket.set('publications/20260503T000000.000Z-broken.json', 'not json', OLD);
