@@ -45,6 +45,28 @@ function storeOf(options: { maxFileSize?: number; observer?: ScanObserver } = {}
 
 const paths = (store: DirPackStore, scope: ScopeName) => store.snapshot(scope)?.files.map((f) => f.path);
 
+/**
+ * Runs `check` with a file in `dataRoot`'s account pack whose directory is
+ * listed at ~3950 bytes and whose own name is 250 bytes: past PATH_MAX as a
+ * whole. It cannot be created there by path, so it is created short and its
+ * directory moved down; and moved back after (rm cannot reach it either).
+ */
+async function withDeepFile(dataRoot: string, check: (file: string) => Promise<void>): Promise<void> {
+  const name = `${'n'.repeat(247)}.md`;
+  await put({ [`staging/${name}`]: 'deep' });
+  const levels: string[] = [];
+  while (join(dataRoot, 'account', ...levels).length < 3700) levels.push('d'.repeat(250));
+  levels.push('p'.repeat(3950 - join(dataRoot, 'account', ...levels).length - 1));
+  mkdirSync(join(dataRoot, 'account', ...levels), { recursive: true });
+  const deep = join(dataRoot, 'account', ...levels, 'last');
+  await rename(join(root, 'staging'), deep);
+  try {
+    await check(join(deep, name));
+  } finally {
+    await rename(deep, join(root, 'staging'));
+  }
+}
+
 /** How many descriptors this process holds open. */
 function openDescriptors(): number {
   return readdirSync('/proc/self/fd').length;
@@ -236,48 +258,26 @@ describe('what a scan skips', () => {
   });
 
   it('a path too long for a pack is skipped, its siblings kept', async () => {
-    // A directory listed at ~3900 bytes holding a 250-byte name: its pack path
-    // passes 4096 bytes. The file cannot be created there by path (PATH_MAX),
-    // so it is created short and its directory moved down.
-    const name = `${'n'.repeat(247)}.md`;
-    await put({ [`account/short.md`]: 's', [`staging/${name}`]: 'deep' });
-    const levels: string[] = [];
-    while (join(root, 'account', ...levels).length < 3700) levels.push('d'.repeat(250));
-    levels.push('p'.repeat(3950 - join(root, 'account', ...levels).length - 1));
-    mkdirSync(join(root, 'account', ...levels), { recursive: true });
-    const deep = join(root, 'account', ...levels, 'last');
-    await rename(join(root, 'staging'), deep);
-    try {
+    await put({ 'account/short.md': 's' });
+    await withDeepFile(root, async (file) => {
       const store = storeOf();
       await store.scan();
       expect(paths(store, 'account')).toEqual(['short.md']);
-      expect(log).toEqual([`skipping ${join(deep, name)}: path longer than 4096 bytes`]);
-    } finally {
-      await rename(deep, join(root, 'staging')); // rm cannot remove the file by its whole path
-    }
+      expect(log).toEqual([`skipping ${file}: path longer than 4096 bytes`]);
+    });
   });
 
   it('an entry the system cannot stat (its whole path past PATH_MAX) is skipped with the reason, the pack kept', async () => {
     // The data dir itself sits deep, so the pack path stays valid while the absolute one is too long.
     const deepRoot = join(root, ...Array.from({ length: 5 }, () => 'r'.repeat(250)));
-    const name = `${'n'.repeat(247)}.md`;
     mkdirSync(join(deepRoot, 'account'), { recursive: true });
     writeFileSync(join(deepRoot, 'account', 'short.md'), 's');
-    await put({ [`staging/${name}`]: 'deep' });
-    const levels: string[] = [];
-    while (join(deepRoot, 'account', ...levels).length < 3700) levels.push('d'.repeat(250));
-    levels.push('p'.repeat(3950 - join(deepRoot, 'account', ...levels).length - 1));
-    mkdirSync(join(deepRoot, 'account', ...levels), { recursive: true });
-    const deep = join(deepRoot, 'account', ...levels, 'last');
-    await rename(join(root, 'staging'), deep);
-    try {
+    await withDeepFile(deepRoot, async (file) => {
       const store = new DirPackStore(deepRoot, { maxFileSize: 1024, log: (line) => log.push(line) });
       await store.scan();
       expect(paths(store, 'account')).toEqual(['short.md']);
-      expect(log).toEqual([`skipping ${join(deep, name)}: cannot be read (ENAMETOOLONG)`]);
-    } finally {
-      await rename(deep, join(root, 'staging'));
-    }
+      expect(log).toEqual([`skipping ${file}: cannot be read (ENAMETOOLONG)`]);
+    });
   });
 });
 

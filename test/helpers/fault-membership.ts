@@ -65,7 +65,16 @@ async function streamWhitespace(res: ServerResponse, bytes: number, tail: Buffer
     const piece = left >= chunk.length ? chunk : chunk.subarray(0, left);
     left -= piece.length;
     sent(piece.length);
-    if (!res.write(piece)) await new Promise((r) => { res.once('drain', r); res.once('close', r); });
+    if (!res.write(piece)) await new Promise<void>((resolve) => {
+      // Whichever comes first removes the other, or 'close' listeners pile up write after write.
+      const done = () => {
+        res.off('drain', done);
+        res.off('close', done);
+        resolve();
+      };
+      res.on('drain', done);
+      res.on('close', done);
+    });
   }
   if (!closed) res.end(tail);
 }

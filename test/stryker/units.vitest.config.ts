@@ -11,6 +11,8 @@ const DEFAULT = [
   'audit-buffer', 'audit-log', 'blob-presence', 'byte-budget', 'dir-pack-index', 'plan-wakeups', 's3-signing',
   'scan-slices', 'server-guidance', 'server-options', 'session-record', 'session-registry', 'state-file', 'store-config',
   'blob-cache', 'gc', 'gc-logic', 'metered-object-store', 's3-object-store', 's3-object-store-answers',
+  'directory', 'dir-pack-store', 'object-store', 'data-watch', 'rescan-loop', 'directory-source', 'pack-sources',
+  'membership', 'membership-body-cap', 'route-parts', 'router', 'http-adapter', 'admin-routes', 'can-load-route',
 ];
 const names = process.env.KNOWLEDGEFS_STRYKER_TESTS?.split(',').filter((n) => n !== '') ?? DEFAULT;
 
