@@ -91,9 +91,9 @@ describe('createSessionRoute', () => {
   });
 
   it("a personal session may be bound only to one of its creator's teams; a team session to any known team", async () => {
-    const { ctx } = contextOf({ members: { alice: ['payments'], bob: [] } });
+    const { ctx } = contextOf({ members: { alice: ['payments', 'ops'], bob: [] }, packs: ['ops'] });
     expect(await refusal(ctx, { kind: 'personal', creator: 'alice', team: 'search' })).toBe(
-      'user "alice" is not a member of team "search": a personal session can only be bound to one of its creator\'s teams (payments); create a team session for search instead',
+      'user "alice" is not a member of team "search": a personal session can only be bound to one of its creator\'s teams (payments, ops); create a team session for search instead',
     );
     expect(await refusal(ctx, { kind: 'personal', creator: 'bob', team: 'search' })).toBe(
       'user "bob" is not a member of team "search": a personal session can only be bound to one of its creator\'s teams (none); create a team session for search instead',

@@ -19,6 +19,8 @@ let shutdown: AbortController;
 let logged: { line: string; meta: unknown }[];
 let seen: ApiRequest[];
 let metered: string[];
+/** When the server started listening: no request it times can have taken longer. */
+let servedAt: number;
 
 afterEach(async () => {
   shutdown?.abort();
@@ -36,7 +38,7 @@ async function serve(answer: (req: ApiRequest) => Promise<ApiResponse> | ApiResp
     ...NO_METRICS,
     add: (spec, _labels, delta) => void metered.push(`${spec.name} ${delta}`),
     inc: (spec, labels) => void metered.push(`${spec.name} ${JSON.stringify(labels)}`),
-    observe: (spec, labels, value) => void metered.push(`${spec.name} ${JSON.stringify(labels)} ${value >= 0 && value < 10 ? 'seconds' : value}`),
+    observe: (spec, labels, value) => void metered.push(`${spec.name} ${JSON.stringify(labels)} ${value >= 0 && value <= (performance.now() - servedAt) / 1000 ? 'seconds' : value}`),
   };
   const handler: Handler = async (req) => {
     seen.push(req);
@@ -44,6 +46,7 @@ async function serve(answer: (req: ApiRequest) => Promise<ApiResponse> | ApiResp
   };
   server = createHttpServer(handler, { maxBodyBytes: options.maxBodyBytes ?? 1024, log: (line, meta) => void logged.push({ line, meta }), ...(options.metrics ? { metrics } : {}) }, shutdown.signal);
   await new Promise<void>((r) => server?.listen(0, '127.0.0.1', r));
+  servedAt = performance.now();
   return (server?.address() as AddressInfo).port;
 }
 
@@ -153,6 +156,7 @@ describe('createHttpServer', () => {
     const port = await serve(() => ({ status: 200, headers: { 'content-type': 'application/octet-stream' }, body: '', stream: pieces() }));
     const res = await fetch(`http://127.0.0.1:${port}/s`);
     expect(res.headers.get('transfer-encoding')).toBe('chunked');
+    expect(res.headers.get('content-type')).toBe('application/octet-stream');
     expect(res.headers.get('date')).toBeNull();
     const bytes = Buffer.from(await res.arrayBuffer());
     expect(bytes.length).toBe(50 * 64 * 1024);
@@ -169,6 +173,68 @@ describe('createHttpServer', () => {
     const port = await serve(() => ({ status: 200, headers: {}, body: '', stream: failing() }));
     await expect(fetch(`http://127.0.0.1:${port}/s`).then((r) => r.arrayBuffer())).rejects.toThrow();
     expect(logged.map((l) => l.line)).toEqual(['streamed answer failed, connection cut: store went away']);
+  });
+
+  it('a streamed answer waits for the client: a client that does not read holds the stream back', async () => {
+    let pulled = 0;
+    async function* long() {
+      // Bounded, so that a server that does not wait pulls all of it (100 MiB) instead of running out of memory.
+      for (let i = 0; i < 200; i++) {
+        pulled++;
+        yield Buffer.alloc(512 * 1024, 120);
+      }
+    }
+    const port = await serve(() => ({ status: 200, headers: {}, body: '', stream: long() }));
+    const socket = connect(port, '127.0.0.1');
+    socket.pause();
+    socket.write(GET('/s'));
+    await new Promise((r) => setTimeout(r, 300));
+    // The socket buffers take a few MiB; without waiting for drain all 200 chunks would be pulled at once.
+    expect(pulled).toBeLessThan(64);
+    socket.destroy();
+  });
+
+  it('a client that leaves mid-stream ends the stream (its finally runs): nothing is left waiting', async () => {
+    let ended = false;
+    async function* long() {
+      try {
+        for (let i = 0; i < 200; i++) yield Buffer.alloc(512 * 1024, 120);
+      } finally {
+        ended = true;
+      }
+    }
+    const port = await serve(() => ({ status: 200, headers: {}, body: '', stream: long() }));
+    const socket = connect(port, '127.0.0.1');
+    socket.pause();
+    socket.write(GET('/s'));
+    await new Promise((r) => setTimeout(r, 100));
+    socket.destroy();
+    const deadline = Date.now() + 2000;
+    while (!ended && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+    expect(ended).toBe(true);
+  });
+
+  it('a declared length over the cap is refused at once, without waiting for a body that never comes', async () => {
+    const port = await serve(() => ({ status: 200, headers: {}, body: 'ok' }), { maxBodyBytes: 10 });
+    const started = Date.now();
+    const { text } = await exchange(port, ['POST /x HTTP/1.1', 'host: x', 'content-length: 1000000000000', '', ''].join('\r\n'), 2000);
+    expect(text.startsWith('HTTP/1.1 413 ')).toBe(true);
+    expect(Date.now() - started).toBeLessThan(1500);
+  });
+
+  it('a connection is kept alive across answers, a 500 included', async () => {
+    let calls = 0;
+    const port = await serve(() => {
+      if (++calls === 1) throw new Error('first fails');
+      return { status: 200, headers: {}, body: 'second' };
+    });
+    const twoOnOne = ['GET /a HTTP/1.1', 'host: x', '', 'GET /b HTTP/1.1', 'host: x', 'connection: close', '', ''].join('\r\n');
+    const { text } = await exchange(port, twoOnOne);
+    expect(text.match(/HTTP\/1\.1 /g)).toHaveLength(2);
+    const first = text.slice(0, text.indexOf('HTTP/1.1 ', 1));
+    expect(first.startsWith('HTTP/1.1 500 ')).toBe(true);
+    expect(head(first)).not.toContain('connection: close');
+    expect(text.endsWith('second')).toBe(true);
   });
 
   it('a handler that throws: 500 without details, logged with the request id', async () => {

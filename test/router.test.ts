@@ -79,6 +79,41 @@ describe('createRouter', () => {
     }
   });
 
+  it('each route takes exactly its token, and is answered by its handler', async () => {
+    const { handle } = routerOf();
+    const admin: [string, string][] = [['GET', '/metrics'], ['POST', '/v1/admin/sessions'], ['DELETE', '/v1/admin/sessions/abc'], ['GET', '/v1/admin/explain']];
+    const runner: [string, string][] = [
+      ['GET', '/v1/session'], ['GET', '/v1/plan'], ['GET', '/v1/files/account/a.md'], ['GET', '/v1/grants/account/a.md'], ['POST', '/v1/batch'],
+      ['POST', '/v1/read'], ['POST', '/v1/can-load'], ['GET', '/v1/manifest'], ['GET', '/v1/reminder'],
+    ];
+    for (const [method, path] of admin) {
+      expect(errorOf(await handle(request(method, path, `Bearer ${RUNNER}`))).code, `${method} ${path}`).toBe('forbidden');
+      expect((await handle(request(method, path))).status, `${method} ${path}`).toBe(401);
+      // The stand-in context cannot serve these routes: any answer but a token refusal shows the handler ran.
+      const res = await handle(request(method, path, `Bearer ${ADMIN}`));
+      expect(res?.status, `${method} ${path}`).toBeDefined();
+      expect([401, 403], `${method} ${path}`).not.toContain(res.status);
+    }
+    for (const [method, path] of runner) {
+      expect(errorOf(await handle(request(method, path, `Bearer ${ADMIN}`))).code, `${method} ${path}`).toBe('forbidden');
+      expect((await handle(request(method, path))).status, `${method} ${path}`).toBe(401);
+      const res = await handle(request(method, path, `Bearer ${RUNNER}`));
+      expect(res?.status, `${method} ${path}`).toBeDefined();
+      expect([401, 403], `${method} ${path}`).not.toContain(res.status);
+    }
+  });
+
+  it('no token is never looked up; an exact route is not a prefix', async () => {
+    const { handle, authenticated } = routerOf();
+    await handle(request('GET', '/metrics'));
+    await handle(request('GET', '/v1/session'));
+    await handle(request('GET', '/v1/admin/nothing'));
+    expect(authenticated).toEqual([]);
+    expect(errorOf(await handle(request('GET', '/v1/sessionx', `Bearer ${RUNNER}`)))).toEqual({ code: 'not_found', message: 'no route GET /v1/sessionx' });
+    expect(errorOf(await handle(request('GET', '/healthz/x')))).toEqual({ code: 'not_found', message: 'no route GET /healthz/x' });
+    expect((await handle(request('GET', `/v1/session`, `xBearer ${RUNNER}`))).status).toBe(401);
+  });
+
   it('the scheme is case-insensitive and spaces around the token are allowed', async () => {
     const { handle, authenticated } = routerOf();
     for (const auth of [`bearer ${RUNNER}`, `BEARER   ${RUNNER}  `, `Bearer\t${RUNNER}`]) {
@@ -141,6 +176,7 @@ describe('httpRouteOf', () => {
       ['GET', '/v1/files', '', 'other'],
       ['POST', '/v1/plan', '', 'other'],
       ['GET', '/nothing', 'wait=1', 'other'],
+      ['GET', '/v1/manifest', 'wait=1', 'manifest'],
     ];
     for (const [method, path, query, route] of cases) expect(httpRouteOf(method, path, new URLSearchParams(query)), `${method} ${path}?${query}`).toBe(route);
   });

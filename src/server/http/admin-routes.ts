@@ -67,6 +67,7 @@ export async function createSessionRoute(ctx: RouteContext, body: Buffer): Promi
     token,
     kind: record.kind,
     creator: record.creator,
+    // Stryker disable next-line ConditionalExpression: JSON leaves out a team that is undefined
     ...(record.team !== undefined ? { team: record.team } : {}),
   };
   ctx.options.log(`session ${record.id} created (${record.kind}, creator ${escapeForLog(record.creator)}${record.team !== undefined ? `, team ${record.team}` : ''}; request ${ctx.requestId ?? '-'})`, { session: record.id, requestId: ctx.requestId });
