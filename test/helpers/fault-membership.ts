@@ -10,6 +10,7 @@
 
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
+import { drainedOrClosed } from '../../src/server/http/http-adapter.js';
 
 export type MembershipMode =
   | { readonly kind: 'ok' }
@@ -65,16 +66,7 @@ async function streamWhitespace(res: ServerResponse, bytes: number, tail: Buffer
     const piece = left >= chunk.length ? chunk : chunk.subarray(0, left);
     left -= piece.length;
     sent(piece.length);
-    if (!res.write(piece)) await new Promise<void>((resolve) => {
-      // Whichever comes first removes the other, or 'close' listeners pile up write after write.
-      const done = () => {
-        res.off('drain', done);
-        res.off('close', done);
-        resolve();
-      };
-      res.on('drain', done);
-      res.on('close', done);
-    });
+    if (!res.write(piece)) await drainedOrClosed(res);
   }
   if (!closed) res.end(tail);
 }

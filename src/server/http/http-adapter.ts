@@ -8,6 +8,7 @@
 // request's `x-request-id` (core/request-id.ts).
 
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { Writable } from 'node:stream';
 import { performance } from 'node:perf_hooks';
 import type { Log } from '../../core/text/log-line.js';
 import { acceptRequestId, newRequestId, REQUEST_ID_HEADER } from '../../core/request-id.js';
@@ -29,12 +30,9 @@ function splitUrl(url: string): { rawPath: string; query: URLSearchParams } {
 }
 
 /** Counts the request in flight now, and by route and status once its answer is sent. */
-function meter(req: IncomingMessage, res: ServerResponse, metrics: MetricsRecorder): void {
+function meter(method: string, rawPath: string, query: URLSearchParams, res: ServerResponse, metrics: MetricsRecorder): void {
   const started = performance.now();
-  // Stryker disable next-line StringLiteral: node:http always sets url and method on a server's request
-  const { rawPath, query } = splitUrl(req.url ?? '/');
-  // Stryker disable next-line StringLiteral,LogicalOperator: node:http always sets url and method on a server's request
-  const route = httpRouteOf(req.method ?? 'GET', rawPath, query);
+  const route = httpRouteOf(method, rawPath, query);
   metrics.add(M.httpInFlight, {}, 1);
   res.on('close', () => {
     metrics.add(M.httpInFlight, {}, -1);
@@ -79,17 +77,7 @@ async function writeStream(res: ServerResponse, response: ApiResponse, stream: A
   try {
     for await (const chunk of stream) {
       if (res.destroyed) break;
-      if (!res.write(chunk)) {
-        await new Promise<void>((resolve) => {
-          const done = () => {
-            res.off('drain', done);
-            res.off('close', done);
-            resolve();
-          };
-          res.on('drain', done);
-          res.on('close', done);
-        });
-      }
+      if (!res.write(chunk)) await drainedOrClosed(res);
     }
     // Stryker disable next-line ConditionalExpression: end() on a destroyed response does nothing
     if (!res.destroyed) res.end();
@@ -97,6 +85,19 @@ async function writeStream(res: ServerResponse, response: ApiResponse, stream: A
     log(`streamed answer failed, connection cut: ${err instanceof Error ? err.message : String(err)}`);
     res.destroy();
   }
+}
+
+/** Resolves once `stream` drains or closes, whichever comes first, leaving no listener behind. */
+export function drainedOrClosed(stream: Writable): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      stream.off('drain', done);
+      stream.off('close', done);
+      resolve();
+    };
+    stream.on('drain', done);
+    stream.on('close', done);
+  });
 }
 
 function readBody(req: IncomingMessage, max: number): Promise<Buffer | 'too-large'> {
@@ -136,7 +137,11 @@ export function createHttpServer(handler: Handler, options: HttpAdapterOptions, 
   return createServer(async (req, res) => {
     // Stryker disable next-line BooleanLiteral: write() and writeStream() turn the Date header off again before anything is sent
     res.sendDate = false;
-    meter(req, res, metrics);
+    // Stryker disable next-line StringLiteral,LogicalOperator: node:http always sets url and method on a server's request
+    const method = req.method ?? 'GET';
+    // Stryker disable next-line StringLiteral: node:http always sets url and method on a server's request
+    const { rawPath, query } = splitUrl(req.url ?? '/');
+    meter(method, rawPath, query, res, metrics);
     const requestId = acceptRequestId(req.headers[REQUEST_ID_HEADER]) ?? newRequestId('kfs');
     res.setHeader(REQUEST_ID_HEADER, requestId);
     const controller = new AbortController();
@@ -155,11 +160,8 @@ export function createHttpServer(handler: Handler, options: HttpAdapterOptions, 
         write(res, errorResponse('too_large', `request body larger than ${options.maxBodyBytes} bytes`));
         return;
       }
-      // Stryker disable next-line StringLiteral: node:http always sets url and method on a server's request
-      const { rawPath, query } = splitUrl(req.url ?? '/');
       const apiRequest: ApiRequest = {
-        // Stryker disable next-line StringLiteral: node:http always sets url and method on a server's request
-        method: req.method ?? 'GET',
+        method,
         rawPath,
         query,
         authorization: req.headers.authorization,

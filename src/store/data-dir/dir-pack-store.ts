@@ -233,8 +233,6 @@ export class DirPackStore implements PackStore {
   async read(scope: ScopeName, path: string): Promise<PackFile | null> {
     const target = this.locate(scope, path);
     if (target === null) return null;
-    // Stryker disable next-line AssignmentOperator: a read finds a file only after a scan, which set it to this same path
-    this.realRoot ??= await realpath(this.root);
     // Every directory on the way must be a real directory inside the pack, not a symlink swapped in.
     // Stryker disable next-line ArrowFunction: undefined, like null, matches no expected parent
     const realParent = await realpath(dirname(target.abs)).catch(() => null);
@@ -263,8 +261,6 @@ export class DirPackStore implements PackStore {
     let realParent = parents?.get(parent);
     if (realParent === undefined) {
       try {
-        // Stryker disable next-line AssignmentOperator: a read finds a file only after a scan, which set it to this same path
-        this.realRoot ??= realpathSync(this.root);
         realParent = realpathSync.native(parent);
       } catch {
         realParent = null;
@@ -296,6 +292,7 @@ export class DirPackStore implements PackStore {
     return { abs: join(base, path), entry };
   }
 
+  /** realRoot is set: a file is located only once a scan has run, and scans set it first. */
   private expectedParent(scope: ScopeName, path: string): string {
     return join(scopeDir(this.realRoot as string, scope) as string, dirname(path));
   }
