@@ -3,38 +3,9 @@
 // rescan, and how it gives up (once, closing every watch) when watching
 // stops working.
 
-import { EventEmitter } from 'node:events';
 import { describe, expect, it } from 'vitest';
-import { DataWatch, emptyWork, fullWork, mergeWork, workForEvent, type ScanWork, type WatchFunction } from '../src/server/packs/data-watch.js';
-
-interface FakeWatcher extends EventEmitter {
-  readonly dir: string;
-  closed: boolean;
-  fire(name: string | null): void;
-}
-
-/** A watch function whose watchers the test fires and inspects; `refuse` makes placing one throw. */
-function fakeWatch(refuse: (dir: string) => NodeJS.ErrnoException | undefined = () => undefined) {
-  const placed: FakeWatcher[] = [];
-  const watch: WatchFunction = (dir, listener) => {
-    const err = refuse(dir);
-    if (err !== undefined) throw err;
-    const w = Object.assign(new EventEmitter(), {
-      dir,
-      closed: false,
-      close() {
-        w.closed = true;
-      },
-      fire(name: string | null) {
-        listener('rename', name);
-      },
-    });
-    placed.push(w);
-    return w as unknown as ReturnType<WatchFunction>;
-  };
-  const open = () => placed.filter((w) => !w.closed).map((w) => w.dir);
-  return { watch, placed, open };
-}
+import { DataWatch, emptyWork, fullWork, mergeWork, workForEvent, type ScanWork } from '../src/server/packs/data-watch.js';
+import { fakeWatch } from './helpers/fake-watch.js';
 
 function watchOf(refuse?: (dir: string) => NodeJS.ErrnoException | undefined) {
   const fake = fakeWatch(refuse);

@@ -4,7 +4,6 @@
 // publication in an in-memory bucket (the first one required, new ones
 // followed by polling, an outage said once and its end once).
 
-import { EventEmitter } from 'node:events';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -13,12 +12,12 @@ import { POINTER_KEY } from '../src/core/publication.js';
 import { resolveOptions, type ControlPlaneOptions } from '../src/server/options.js';
 import { openBucketPackSource } from '../src/server/packs/bucket-pack-source.js';
 import { openDirPackSource } from '../src/server/packs/dir-pack-source.js';
-import type { WatchFunction } from '../src/server/packs/data-watch.js';
 import type { PackSource, SourceHooks } from '../src/server/packs/pack-source.js';
 import { NO_METRICS } from '../src/core/metrics.js';
 import { ObjectStoreError } from '../src/store/objects/object-store.js';
 import { publish } from '../src/store/publication/publish.js';
 import { makeDataDir, removeDataDir, writeDataFile, type DataDirSpec } from './helpers/data-dir.js';
+import { fakeWatch } from './helpers/fake-watch.js';
 import { MemoryBucket } from './helpers/memory-bucket.js';
 
 const spec: DataDirSpec = {
@@ -64,22 +63,6 @@ function recordingHooks(fail?: () => Error | undefined) {
   return { hooks, scans, changes: () => changes };
 }
 
-/** A watch function whose events the test fires; `refuse` makes placing a watch throw. */
-function fakeWatch(refuse?: () => NodeJS.ErrnoException | undefined) {
-  const listeners = new Map<string, (event: string, name: string | null) => void>();
-  const watchers: EventEmitter[] = [];
-  const watch: WatchFunction = (d, listener) => {
-    const err = refuse?.();
-    if (err !== undefined) throw err;
-    listeners.set(d, listener);
-    const w = Object.assign(new EventEmitter(), { close: () => listeners.delete(d) });
-    watchers.push(w);
-    return w as unknown as ReturnType<WatchFunction>;
-  };
-  const fire = (d: string, name: string | null) => listeners.get(d)?.('rename', name);
-  return { watch, fire, watchers, watched: () => [...listeners.keys()].sort() };
-}
-
 async function until(check: () => boolean, ms = 5000): Promise<void> {
   const deadline = Date.now() + ms;
   while (!check()) {
@@ -104,7 +87,7 @@ describe('openDirPackSource', () => {
     expect(rec.scans).toEqual(['full changed']);
     expect(source.store.scopes().map((s) => s.scope)).toEqual(['account', 'team_payments']);
     expect([...source.directory.directory.teams.keys()]).toEqual(['payments']);
-    expect(fake.watched()).toEqual([dir, join(dir, 'account'), join(dir, 'teams'), join(dir, 'teams/payments'), join(dir, 'teams/payments/runbooks')].sort());
+    expect(fake.open().sort()).toEqual([dir, join(dir, 'account'), join(dir, 'teams'), join(dir, 'teams/payments'), join(dir, 'teams/payments/runbooks')].sort());
     expect(source.watch?.healthy).toBe(true);
     expect(source.describe()).toEqual({ what: dir, upkeep: 'watching 5 directories, full rescan every 45s' });
     expect(log).toEqual([]);
@@ -164,7 +147,7 @@ describe('openDirPackSource', () => {
     const fake = fakeWatch();
     const rec = recordingHooks();
     source = await openDirPackSource({ ...optionsOf({ scanIntervalMs: 200, watchScanIntervalMs: 3_600_000 }), dataDir: dir }, rec.hooks, fake.watch);
-    fake.watchers[0]?.emit('error', Object.assign(new Error('EIO: i/o error'), { code: 'EIO' }));
+    fake.placed[0]?.emit('error', Object.assign(new Error('EIO: i/o error'), { code: 'EIO' }));
     expect(log).toEqual([`watching ${dir} stopped: watch of ${dir} failed: EIO: i/o error; rescanning everything every 200ms (--scan-interval) instead`]);
     expect(source.describe().upkeep).toBe('full rescan every 200ms');
     await until(() => rec.scans.length >= 2, 1000); // at once (the debounce), not after an hour
@@ -203,7 +186,7 @@ describe('openDirPackSource', () => {
     const rec = recordingHooks();
     const opened = await openDirPackSource({ ...optionsOf({ watchScanIntervalMs: 50 }), dataDir: dir }, rec.hooks, fake.watch);
     await opened.close();
-    expect(fake.watched()).toEqual([]);
+    expect(fake.open()).toEqual([]);
     const scans = rec.scans.length;
     await new Promise((r) => setTimeout(r, 150));
     expect(rec.scans.length).toBe(scans);
