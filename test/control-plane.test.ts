@@ -14,7 +14,7 @@ import { PassThrough, Writable } from 'node:stream';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { CONTROL_PLANE_METRICS as M, type MetricSpec } from '../src/core/metrics.js';
 import { KnowledgeError } from '../src/core/errors.js';
-import type { AuditSink } from '../src/server/access/audit-log.js';
+import { memoryAuditSink, type AuditSink } from '../src/server/access/audit-log.js';
 import type { MembershipSource } from '../src/server/access/membership.js';
 import { createControlPlaneServer, serveControlPlane, type ControlPlane, type ControlPlaneDeps } from '../src/server/control-plane.js';
 import type { SessionState } from '../src/server/state/session-state.js';
@@ -89,20 +89,18 @@ function countingSessions(): { wrap: (s: SessionState) => SessionState; closes: 
   return counts;
 }
 
-function recordingAudit(): AuditSink & { records: unknown[]; closes: number } {
+/** The project's in-memory sink, counting its closes. */
+function recordingAudit(): AuditSink & { closes: number } {
+  const inner = memoryAuditSink();
   const sink = {
-    records: [] as unknown[],
+    ...inner,
     closes: 0,
-    append(record: unknown) {
-      sink.records.push(record);
-    },
-    flush: () => Promise.resolve(),
-    reopen: () => Promise.resolve(),
-    async close() {
+    close: () => {
       sink.closes++;
+      return inner.close();
     },
   };
-  return sink as unknown as AuditSink & { records: unknown[]; closes: number };
+  return sink;
 }
 
 async function create(options: Partial<Parameters<typeof createControlPlaneServer>[0]> = {}, deps: ControlPlaneDeps = {}): Promise<{ cp: ControlPlane; logs: string[] }> {
@@ -120,7 +118,7 @@ async function sample(cp: ControlPlane, spec: MetricSpec, labels: Record<string,
   return all.find((s) => s.suffix === suffix && Object.entries(labels).every(([k, v]) => String(s.labels[k]) === v))?.value;
 }
 
-/** Listens on 127.0.0.1 and answers `path` with `token` the way a runner would ask. */
+/** Starts listening on a free port of 127.0.0.1; returns the base URL. */
 async function listen(cp: ControlPlane): Promise<string> {
   await new Promise<void>((resolve) => cp.server.listen(0, '127.0.0.1', resolve));
   return `http://127.0.0.1:${(cp.server.address() as AddressInfo).port}`;
