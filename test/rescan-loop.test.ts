@@ -147,6 +147,63 @@ describe('RescanLoop', () => {
     expect(scans).toEqual(['full']); // the account was in that scan
   });
 
+  it('a sooner scan replaces the later timer: work noticed while it runs still waits for it to end', async () => {
+    let running = 0;
+    let most = 0;
+    loop = new RescanLoop({
+      scan: async (work) => {
+        scans.push(short(work));
+        startedAt.push(performance.now());
+        most = Math.max(most, ++running);
+        await new Promise((r) => setTimeout(r, 100));
+        running--;
+      },
+      fullIntervalMs: () => HOUR,
+    });
+    loop.notice(pack('account')); // due at 50
+    await vi.advanceTimersByTimeAsync(10);
+    void loop.now(); // due now: runs 10..110
+    await vi.advanceTimersByTimeAsync(20);
+    loop.notice(pack('team_a')); // pending behind the running scan, past the 50 the first timer was set for
+    await vi.advanceTimersByTimeAsync(400);
+    expect(scans).toEqual(['full', 'team_a']);
+    expect(startedAt).toEqual([10, 310]); // 110 + 2 × 100
+    expect(most).toBe(1);
+  });
+
+  it('a scan of noticed changes does not push back the periodic full rescan', async () => {
+    loopOf({ fullMs: () => 1000 });
+    await vi.advanceTimersByTimeAsync(900);
+    loop?.notice(pack('account'));
+    await vi.advanceTimersByTimeAsync(101);
+    expect(scans).toEqual(['account', 'full']);
+    expect(startedAt).toEqual([950, 1001]); // due 1000, set from within a timer
+  });
+
+  it('retime() to a longer interval: the full rescan the old one set does not come', async () => {
+    let interval = HOUR;
+    loopOf({ fullMs: () => interval });
+    await vi.advanceTimersByTimeAsync(500);
+    interval = 2 * HOUR;
+    loop?.retime();
+    expect(vi.getTimerCount()).toBe(1);
+    await vi.advanceTimersByTimeAsync(2 * HOUR);
+    expect(scans).toEqual([]);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(startedAt).toEqual([2 * HOUR + 501]);
+  });
+
+  it('close() leaves no timer behind, whatever was scheduled, and none is set after it', async () => {
+    loopOf({ fullMs: () => 1000 });
+    loop?.notice(pack('account'));
+    expect(vi.getTimerCount()).toBe(2); // the debounce and the full rescan
+    await loop?.close();
+    expect(vi.getTimerCount()).toBe(0);
+    loop?.notice(pack('team_a'));
+    loop?.retime();
+    expect(vi.getTimerCount()).toBe(0);
+  });
+
   it('retime(): the next full rescan follows the new interval from now', async () => {
     let interval = HOUR;
     loopOf({ fullMs: () => interval });

@@ -13,7 +13,7 @@ const DEFAULT = [
   'blob-cache', 'gc', 'gc-logic', 'metered-object-store', 's3-object-store', 's3-object-store-answers',
   'directory', 'dir-pack-store', 'object-store', 'data-watch', 'rescan-loop', 'directory-source', 'pack-sources',
   'membership', 'membership-body-cap', 'route-parts', 'router', 'http-adapter', 'admin-routes', 'can-load-route',
-  'control-plane', 'open-session-state', 'batch-route', 'explain-route', 'plan-route', 'runner-routes',
+  'control-plane', 'open-session-state', 'batch-route', 'explain-route', 'plan-route', 'runner-routes', 'bucket-pack-store',
 ];
 const names = process.env.KNOWLEDGEFS_STRYKER_TESTS?.split(',').filter((n) => n !== '') ?? DEFAULT;
 

@@ -64,8 +64,9 @@ export class RescanLoop {
   /** Stops scheduling; resolves when the running scan (if any) has ended. */
   async close(): Promise<void> {
     this.closed = true;
-    if (this.timer) clearTimeout(this.timer);
-    if (this.fullTimer) clearTimeout(this.fullTimer);
+    // No timer may outlive close(): one left would keep the process from exiting.
+    clearTimeout(this.timer ?? undefined);
+    clearTimeout(this.fullTimer ?? undefined);
     await this.running;
     for (const resolve of this.waiters.splice(0)) resolve();
   }
@@ -77,7 +78,7 @@ export class RescanLoop {
 
   private scheduleFull(): void {
     if (this.closed) return;
-    if (this.fullTimer) clearTimeout(this.fullTimer);
+    clearTimeout(this.fullTimer ?? undefined);
     this.fullTimer = setTimeout(() => {
       this.fullTimer = null;
       this.add(fullWork());
@@ -90,8 +91,11 @@ export class RescanLoop {
     if (this.closed || this.running !== null || this.pending === null) return;
     const now = performance.now();
     const due = this.urgent ? now : Math.max(now + delayMs, this.lastEnd + 2 * this.lastMs);
-    if (this.timer !== null && this.timerDue <= due) return;
-    if (this.timer !== null) clearTimeout(this.timer);
+    // timerDue is Infinity while no timer is set.
+    // Stryker disable next-line EqualityOperator: a timer set again for the same time is the same timer
+    if (this.timerDue <= due) return;
+    // The timer it replaces must not fire: it would start a scan while this one runs.
+    clearTimeout(this.timer ?? undefined);
     this.timerDue = due;
     this.timer = setTimeout(() => this.run(), Math.max(0, due - performance.now()));
   }
@@ -100,6 +104,7 @@ export class RescanLoop {
     this.timer = null;
     this.timerDue = Infinity;
     const work = this.pending;
+    // Stryker disable next-line ConditionalExpression,LogicalOperator: never true (a timer is set only with work pending, and close() clears it); it narrows the type
     if (this.closed || work === null) return;
     const waiters = this.waiters.splice(0);
     this.pending = null;

@@ -105,6 +105,7 @@ export class BucketPackStore implements PackStore {
     this.blobs = new BlobCache({
       memoryBytes: options.cacheBytes,
       diskDir: options.cacheDir,
+      // Stryker disable next-line ConditionalExpression: a diskBytes of undefined is the cache's default, as when it is left out
       ...(options.cacheDiskBytes !== undefined ? { diskBytes: options.cacheDiskBytes } : {}),
       log: options.log,
       fetch: async (sha, size) => {
@@ -121,12 +122,18 @@ export class BucketPackStore implements PackStore {
         if (got.bytes.length !== size) throw this.corrupt(sha, `${got.bytes.length} bytes, its index says ${size}`);
         return got.bytes;
       },
-      corrupt: (sha, actual, source) => this.corrupt(sha, `${source === 'disk' ? 'cached copy on disk ' : ''}hashes to ${actual}`),
+      // A bad copy on disk is logged by the cache itself, which drops it and fetches the blob again.
+      corrupt: (sha, actual, source) => (source === 'disk' ? this.integrityError(sha, `cached copy on disk hashes to ${actual}`) : this.corrupt(sha, `hashes to ${actual}`)),
     });
   }
 
+  private integrityError(sha: string, problem: string): KnowledgeError {
+    return new KnowledgeError('integrity', `${this.options.store.description}: ${blobKey(sha)} is corrupt (${problem}); not served`);
+  }
+
+  /** The integrity error of bytes the store answered, logged once. */
   private corrupt(sha: string, problem: string): KnowledgeError {
-    const err = new KnowledgeError('integrity', `${this.options.store.description}: ${blobKey(sha)} is corrupt (${problem}); not served`);
+    const err = this.integrityError(sha, problem);
     this.logOnce(err.message);
     return err;
   }
@@ -134,6 +141,7 @@ export class BucketPackStore implements PackStore {
   /** Logs `line` unless it was logged already; true when it was logged now. */
   private logOnce(line: string): boolean {
     if (this.logged.has(line)) return false;
+    // Stryker disable next-line ConditionalExpression,EqualityOperator,CallExpression: a bound on memory only; each line is still logged once between clears
     if (this.logged.size > 10_000) this.logged.clear();
     this.logged.add(line);
     this.options.log(line);
@@ -183,8 +191,10 @@ export class BucketPackStore implements PackStore {
   private async doRefresh(): Promise<RefreshOutcome> {
     const store = this.options.store;
     const refused = this.refused;
+    // Stryker disable next-line UpdateOperator: counting down, -10 % 10 is -0, which === 0 too: the same polls are rechecks
     const recheck = refused !== null && ++refused.polls % REFUSED_RECHECK_POLLS === 0;
     const known = recheck ? undefined : (refused?.etag ?? this.current?.etag);
+    // Stryker disable next-line ConditionalExpression: an ifNoneMatch of undefined sends no condition, as when it is left out
     const got = await store.get(POINTER_KEY, { maxBytes: MAX_POINTER_BYTES, ...(known !== undefined ? { ifNoneMatch: known } : {}) });
     if (got === 'not-modified') return refused !== null ? 'refused' : 'unchanged';
     if (got !== null && refused !== null && sha256Hex(got.bytes) === refused.sha256) return 'refused';
@@ -240,6 +250,7 @@ export class BucketPackStore implements PackStore {
     await eachLimited(Object.entries(pointer.scopes), PARALLEL, async ([scope, version]) => {
       const held = this.current?.byScope.get(scope);
       if (held !== undefined && held.version === version) {
+        // Stryker disable next-line OptionalChaining: `held` came from this.current, so it is there
         count(scope, version, this.current?.indexBytes.get(scope) ?? 0);
         byScope.set(scope, held);
         return;
@@ -334,7 +345,7 @@ export class BucketPackStore implements PackStore {
   async read(scope: ScopeName, path: string, version?: string): Promise<PackFile | null> {
     const current = this.locate(scope, path);
     if (current === undefined) return null;
-    const earlier = version !== undefined && current.sha256 !== version ? this.locate(scope, path, this.previous) : undefined;
+    const earlier = current.sha256 === version ? undefined : this.locate(scope, path, this.previous);
     const file = earlier !== undefined && earlier.sha256 === version ? earlier : current;
     const bytes = await this.blobs.get(file.sha256, file.size);
     return { bytes, sha256: file.sha256, size: file.size, mtimeMs: file.mtimeMs };
