@@ -2,6 +2,7 @@
 // determinism, and the DUTY.md cap on a character boundary.
 
 import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { DUTY_CAP_BYTES, buildManifest, truncateUtf8 } from '../src/core/session/manifest.js';
 
@@ -27,6 +28,24 @@ describe('buildManifest', () => {
     expect(text).toContain('# Payments\nCards and payouts.\n>>> end of knowledge/team_payments/DUTY.md');
     expect(text.indexOf('### account')).toBeLessThan(text.indexOf('### team_payments'));
     expect(text).toMatch(/## Mounted teams[\s\S]*None yet\.\n$/);
+  });
+
+  it('is these bytes exactly: the prefix a prompt cache keys on changes only when the code means it to', () => {
+    // A change to test/golden/manifest.txt is a change to every agent's prompt: review it as one.
+    const m = buildManifest({
+      scopes: [
+        { scope: 'account', duty: '# Account\nShared runbooks.\n' },
+        { scope: 'team_payments', duty: '# Payments\nCards and payouts.' },
+        { scope: 'account', duty: 'listed twice' },
+      ],
+      mounted: [
+        { scope: 'team_search', duty: '' },
+        { scope: 'team_payments', duty: 'mounted and bound' },
+        { scope: 'team_storage', duty: null },
+      ],
+    });
+    expect(m.text).toBe(readFileSync(new URL('golden/manifest.txt', import.meta.url), 'utf8'));
+    expect(m.sha256).toBe(createHash('sha256').update(Buffer.from(m.text, 'utf8')).digest('hex'));
   });
 
   it('is deterministic and has no dates or absolute paths', () => {

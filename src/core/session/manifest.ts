@@ -59,8 +59,8 @@ const GUIDANCE = [
  */
 export function truncateUtf8(text: string, capBytes: number): { text: string; truncated: boolean } {
   const wellFormed = text.isWellFormed() ? text : text.toWellFormed();
-  if (Buffer.byteLength(wellFormed, 'utf8') <= capBytes) return { text: wellFormed, truncated: false };
-  const bytes = Buffer.from(wellFormed, 'utf8');
+  if (Buffer.byteLength(wellFormed) <= capBytes) return { text: wellFormed, truncated: false };
+  const bytes = Buffer.from(wellFormed);
   let end = Math.max(0, capBytes);
   // Step back over continuation bytes (10xxxxxx) so the cut lands on the start of a character.
   while (end > 0 && ((bytes[end] ?? 0) & 0xc0) === 0x80) end--;
@@ -96,15 +96,14 @@ export function buildManifest(input: {
   }
 
   parts.push('\n## Mounted teams\n\nTeams brought in with `knowledgefs read`, in the order they were mounted.\n');
-  let mountedCount = 0;
+  const beforeMounted = parts.length;
   for (const entry of input.mounted) {
     if (seen.has(entry.scope)) continue;
     seen.add(entry.scope);
-    mountedCount++;
     parts.push(`\n${scopeSection('###', entry)}`);
   }
-  if (mountedCount === 0) parts.push('\nNone yet.\n');
+  if (parts.length === beforeMounted) parts.push('\nNone yet.\n');
 
   const text = parts.join('');
-  return { text, sha256: createHash('sha256').update(text, 'utf8').digest('hex') };
+  return { text, sha256: createHash('sha256').update(text).digest('hex') };
 }
