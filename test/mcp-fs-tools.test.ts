@@ -59,8 +59,7 @@ describe('search_knowledge streams files', () => {
     const lines = Array.from({ length: 1000 }, (_, i) => `match ${String(i).padStart(4, '0')} ${'w'.repeat(440)}`);
     const dir = tree({ 'a.md': `${lines.join('\n')}\n` });
     const got = await search(dir, 'match', { maxResults: 1000 });
-    expect(got.length).toBeLessThanOrEqual(FS_OUTPUT_CAP + 60);
-    expect(got).toMatch(/\n\[output cut at \d+ characters: narrow the path\]$/);
+    expect(got).toBe(`${got.slice(0, FS_OUTPUT_CAP)}\n[output cut at ${FS_OUTPUT_CAP} characters: narrow the path]`);
     expect(got.startsWith(`knowledge/a.md:1:${lines[0]?.slice(0, 400)}…\nknowledge/a.md:2:`)).toBe(true);
   });
 });
@@ -102,6 +101,35 @@ describe('list_knowledge and search_knowledge on awkward trees', () => {
     symlinkSync('loop', join(dir.abs, 'loop'));
     await expect(listDir({ abs: join(dir.abs, 'loop'), display: 'knowledge/loop' }, 10)).rejects.toMatchObject({ code: 'ELOOP' });
     await expect(searchDir({ abs: join(dir.abs, 'loop'), display: 'knowledge/loop' }, { pattern: 'x', ignoreCase: false, maxResults: 1 })).rejects.toMatchObject({ code: 'ELOOP' });
+  });
+
+  it('takes an answer of exactly the cap whole, and cuts one character more', async () => {
+    // Lines of `knowledge/<name>`, the names sized so that the listing is FS_OUTPUT_CAP characters exactly.
+    const count = 384;
+    const names = (extra: number) => Array.from({ length: count }, (_, i) => `${String(i).padStart(4, '0')}${'n'.repeat(i === 0 ? 23 + extra : 246)}`);
+    for (const extra of [0, 1]) {
+      const listing = names(extra).map((name) => `knowledge/${name}`).join('\n');
+      expect(listing.length).toBe(FS_OUTPUT_CAP + extra);
+      const dir = tree(Object.fromEntries(names(extra).map((name) => [name, ''])));
+      expect(await listDir(dir, count)).toBe(extra === 0 ? listing : `${listing.slice(0, FS_OUTPUT_CAP)}\n[output cut at ${FS_OUTPUT_CAP} characters: narrow the path]`);
+    }
+  });
+
+  it('lists exactly max_entries entries with no note, and says how many more there are past it', async () => {
+    const dir = tree({ 'a.md': '', 'b.md': '', 'c.md': '' });
+    expect(await listDir(dir, 3)).toBe('knowledge/a.md\nknowledge/b.md\nknowledge/c.md');
+    expect(await listDir(dir, 2)).toBe('knowledge/a.md\nknowledge/b.md\n[1 more entries not shown: list a subdirectory, or raise max_entries]');
+  });
+
+  it('counts an empty first line, and a line that starts a chunk', async () => {
+    const dir = tree({ 'a.md': '\nhit\n', 'b.md': `${'x'.repeat(64 * 1024 - 1)}\n\nhit\n` });
+    expect(await search(dir, 'hit')).toBe('knowledge/a.md:2:hit\nknowledge/b.md:3:hit');
+  });
+
+  it('opens nothing more once the match limit is reached', async () => {
+    const dir = tree({ 'a.md': 'hit\nhit\n', 'b/c.md': 'hit\n' });
+    symlinkSync(join(dir.abs, 'gone'), join(dir.abs, 'z.md'));
+    expect(await search(dir, 'hit', { maxResults: 1 })).toBe('knowledge/a.md:1:hit\n[stopped at 1 matches: narrow the path or the pattern, or raise max_results]');
   });
 
   it('cuts a long answer before a low surrogate, never between the two halves of a character', async () => {

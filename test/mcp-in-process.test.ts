@@ -10,19 +10,14 @@
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { PassThrough } from 'node:stream';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { KnowledgeClient } from '../src/client/knowledge-client.js';
 import { KnowledgeError } from '../src/core/errors.js';
 import { guidanceText } from '../src/mcp/guidance.js';
-import { createKnowledgeMcpServer } from '../src/mcp/knowledge-mcp-server.js';
-import { manifestListenTracker } from '../src/mcp/listen-tracker.js';
-import { ManifestWatch } from '../src/mcp/manifest-watch.js';
-import { serveOverStdio } from '../src/mcp/serve-stdio.js';
 import { errorText, errorToolResult, readToolResult, reminderBlock } from '../src/mcp/tool-results.js';
 import { MemoryBackend, startMemoryDaemon, sha256, type MemoryDaemon } from './helpers/memory-daemon.js';
 import { call, MANIFEST_URI } from './helpers/mcp-client.js';
 import { startInProcessMcp, type InProcessMcp, type InProcessMcpOptions } from './helpers/mcp-in-process.js';
+import { initialize, line, readCall, serveRawStdio, type RawStdioOptions } from './helpers/mcp-stdio-raw.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'kfs-mcp-inproc-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -138,6 +133,7 @@ describe('MCP server: read_knowledge', () => {
     for (const args of [{ path: '' }, { path: 'knowledge/a\0b' }, { path: 'knowledge/x', offset: -1 }, { path: 'knowledge/x', limit: 0 }, { path: 'knowledge/x', limit: 100_001 }, { path: 'knowledge/x', offset: 1.5 }, { path: 'knowledge/x', extra: 1 }, {}]) {
       expect((await read(args)).isError, JSON.stringify(args)).toBe(true);
     }
+    expect((await read({ path: 'knowledge/a\0b' })).content[0]?.text).toContain('NUL character in path');
     expect(calls('read ')).toEqual([]);
   });
 
@@ -271,32 +267,7 @@ describe('MCP server: manifest subscriptions', () => {
 });
 
 describe('MCP stdio wire', () => {
-  /** serveOverStdio over in-memory streams, as the command runs it, with the raw lines it wrote. */
-  function serveRaw(opts: { stop?: Promise<string>; drainMs?: number } = {}) {
-    const logs: string[] = [];
-    const log = (line: string) => { logs.push(line); };
-    const kfs = new KnowledgeClient({ socketPath: daemon.socketPath, cwd: '/' });
-    const watch = new ManifestWatch({ sha256: async () => (await kfs.manifest()).sha256, intervalMs: 3_600_000, log });
-    const stdin = new PassThrough();
-    const stdout = new PassThrough();
-    let out = '';
-    stdout.setEncoding('utf8').on('data', (d: string) => { out += d; });
-    const options = { reminder: 'off' as const, fsTools: false, instructions: 'i', cwd: '/', version: '1', log, watch };
-    const ended = serveOverStdio((era) => createKnowledgeMcpServer(kfs, options, era), { stdin, stdout }, opts.stop ?? new Promise<string>(() => undefined), {
-      log,
-      observe: manifestListenTracker(watch),
-      ...(opts.drainMs === undefined ? {} : { drainMs: opts.drainMs }),
-    }).finally(() => { watch.close(); kfs.close(); });
-    const messages = () => out.split('\n').filter((l) => l !== '').map((l) => JSON.parse(l) as { id?: number; result?: { content?: { text: string }[] }; error?: { code: number } });
-    const answered = async (id: number) => {
-      for (let i = 0; i < 400 && !messages().some((m) => m.id === id); i++) await new Promise((r) => setTimeout(r, 10));
-      return messages().find((m) => m.id === id);
-    };
-    return { stdin, stdout, logs, ended, messages, answered, raw: () => out };
-  }
-  const initialize = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '0' } } };
-  const readCall = (id: number, path = 'knowledge/account/DUTY.md') => ({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'read_knowledge', arguments: { path } } });
-  const line = (m: unknown) => `${typeof m === 'string' ? m : JSON.stringify(m)}\n`;
+  const serveRaw = (opts: RawStdioOptions = {}) => serveRawStdio(daemon.socketPath, opts);
 
   it('skips and logs lines that are not JSON-RPC, takes CRLF and blank lines, and answers what was asked before stdin closed', async () => {
     const s = serveRaw();

@@ -126,7 +126,7 @@ export async function searchDir(dir: MountDir, opts: SearchOptions): Promise<str
       unreadable++;
       return;
     }
-    entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    entries.sort((a, b) => (a.name < b.name ? -1 : 1)); // names in one directory are never equal
     for (const e of entries) {
       if (done()) return;
       if (e.dir) await visitDir(`${abs}/${e.name}`, `${display}/${e.name}`);

@@ -21,9 +21,9 @@ export function manifestListenTracker(watch: ManifestWatch): WireObserver {
     },
     outbound(message: JSONRPCMessage) {
       if ('method' in message && message.method === 'notifications/subscriptions/acknowledged') {
-        const params = message.params as Params;
-        const uris = params?.notifications?.resourceSubscriptions;
-        if (Array.isArray(uris) && uris.includes(NAMES.manifestResource)) return watch.subscribe(keyOf(params?._meta?.[SUBSCRIPTION_ID_META_KEY]));
+        const params: NonNullable<Params> = message.params ?? {};
+        const uris = params.notifications?.resourceSubscriptions;
+        if (Array.isArray(uris) && uris.includes(NAMES.manifestResource)) return watch.subscribe(keyOf(params._meta?.[SUBSCRIPTION_ID_META_KEY]));
       } else if (!('method' in message) && 'id' in message) {
         watch.unsubscribe(keyOf(message.id));
       }

@@ -156,7 +156,7 @@ class LineTransport implements Transport {
   }
 
   private receive(chunk: Buffer | string): void {
-    const text = typeof chunk === 'string' ? chunk : this.decoder.write(chunk);
+    const text = this.decoder.write(chunk); // a string chunk comes back as it is
     this.bufferBytes += Buffer.byteLength(text);
     if (this.bufferBytes > STDIO_DEFAULT_MAX_BUFFER_SIZE) {
       this.buffer = '';

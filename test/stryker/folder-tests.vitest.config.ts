@@ -12,7 +12,7 @@ const TESTS: Record<string, string[]> = {
     'core-parts', 'core-publication', 'client-library',
   ],
   client: ['client-library', 'mcp-in-process', 'can-load-wire', 'paths', 'knowledge-path'],
-  mcp: ['mcp-in-process', 'mcp-fs-tools', 'mcp-manifest-watch'],
+  mcp: ['mcp-in-process', 'mcp-stdio-wire', 'mcp-fs-tools', 'mcp-manifest-watch', 'mcp-listen-tracker', 'mcp-guidance'],
 };
 
 const folder = process.env.KNOWLEDGEFS_STRYKER_FOLDER ?? 'core';
