@@ -3,7 +3,7 @@
 // do not hash to their name, one fetch for concurrent misses.
 
 import { createHash } from 'node:crypto';
-import { chmod, chown, mkdtemp, readdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
+import { chmod, chown, lstat, mkdtemp, readdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -182,6 +182,27 @@ describe('BlobCache', () => {
     expect(c.size.diskBytes).toBe(0);
     await c.get(sha(a), 1000);
     expect(fetched.filter((f) => f === sha(a))).toHaveLength(2);
+  });
+
+  it('logs each refused file once, however many others are refused in between', async () => {
+    const [a, b] = [blob(11), blob(12)];
+    // Larger than memory: each blob goes straight to disk, where a link then replaces it.
+    const { c, source, logs } = cache({ memoryBytes: 100, diskDir: dir });
+    for (const x of [a, b]) source.set(sha(x), x);
+    for (const x of [a, b, a]) {
+      await c.get(sha(x), 1000);
+      // The spill is written behind the read: wait for the file, then for the cache to count it.
+      for (let i = 0; i < 100 && !(await lstat(join(dir, sha(x))).catch(() => null))?.isFile(); i++) await settle();
+      await settle();
+      await rm(join(dir, sha(x)), { force: true });
+      await rm(join(dir, 'elsewhere'), { force: true });
+      await writeFile(join(dir, 'elsewhere'), x);
+      await symlink(join(dir, 'elsewhere'), join(dir, sha(x)));
+      expect((await c.get(sha(x), 1000)).equals(x)).toBe(true);
+    }
+    expect(logs.filter((l) => l.includes('not a file of this server'))).toEqual(
+      [a, b].map((x) => `blob cache: ${join(dir, sha(x))} is a symbolic link, not a file of this server's; removed, fetching the blob again`),
+    );
   });
 
   it('refuses a spill directory another user may write, naming it and the fix', async () => {
