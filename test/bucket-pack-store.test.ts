@@ -569,7 +569,9 @@ describe('reads', () => {
       cacheDir = join(await mkdtemp(join(tmpdir(), 'kfs-bps-')), 'cache');
     });
     afterEach(async () => {
-      await rm(join(cacheDir, '..'), { recursive: true, force: true });
+      // Spills are written behind the reads: let the last ones land, and retry a removal one still races.
+      await new Promise((r) => setTimeout(r, 50));
+      await rm(join(cacheDir, '..'), { recursive: true, force: true, maxRetries: 5 });
     });
 
     /** Reads both team duties twice with room in memory for neither; the blob GETs it took. */
