@@ -8,8 +8,7 @@ import { SUBSCRIPTION_ID_META_KEY, type JSONRPCMessage } from '@modelcontextprot
 import { describe, expect, it } from 'vitest';
 import { manifestListenTracker } from '../src/mcp/listen-tracker.js';
 import { ManifestWatch } from '../src/mcp/manifest-watch.js';
-
-const MANIFEST = 'knowledgefs://manifest';
+import { MANIFEST_URI as MANIFEST } from './helpers/mcp-client.js';
 
 function tracked() {
   let asked = 0;

@@ -136,23 +136,6 @@ describe('ManifestWatch', () => {
     expect(state.changes).toBe(0);
   });
 
-  it('tells nothing of a change seen after the last subscriber left mid-check', async () => {
-    let answer: ((sha: string) => void) | undefined;
-    let changes = 0;
-    const watch = new ManifestWatch({ sha256: () => new Promise((resolve) => { answer = resolve; }), intervalMs: 60_000, log: () => undefined });
-    watch.onChange = () => { changes++; };
-    const subscribed = watch.subscribe('s1');
-    await new Promise((r) => setImmediate(r));
-    answer?.('a');
-    await subscribed;
-    const checked = watch.check();
-    await new Promise((r) => setImmediate(r));
-    watch.unsubscribe('s1');
-    answer?.('b');
-    await checked;
-    expect(changes).toBe(0);
-  });
-
   it('logs a failure that is not an Error by its text, and logs again after a success in between', async () => {
     vi.useFakeTimers();
     let fail: unknown;
@@ -202,6 +185,20 @@ function heldWatch() {
 }
 
 describe('ManifestWatch, checks still in flight when subscriptions come and go', () => {
+  it('tells nothing of a change seen after the last subscriber left mid-check', async () => {
+    const { watch, answers, changes, tick } = heldWatch();
+    const subscribed = watch.subscribe('s1');
+    await tick();
+    answers[0]?.('a');
+    await subscribed;
+    const checked = watch.check();
+    await tick();
+    watch.unsubscribe('s1');
+    answers[1]?.('b');
+    await checked;
+    expect(changes()).toBe(0);
+  });
+
   it('asks nothing more for checks queued before the last subscriber left', async () => {
     const { watch, answers, tick } = heldWatch();
     const subscribed = watch.subscribe('s1');
