@@ -36,6 +36,12 @@ function traced(): { env: Record<string, string>; file: string } {
   const file = join(scratch, `modules-${++traceN}.txt`);
   return { file, env: { NODE_OPTIONS: `--import ${TRACE}`, KNOWLEDGEFS_TEST_MODULE_TRACE: file } };
 }
+/**
+ * node:http or node:https reached by an ES import (the trace sees those, not require()). Importing one builds its
+ * namespace, which on Node 22 and later reads the WebSocket getters and so loads Node's bundled undici: ~40 ms of a
+ * start. The daemon and the read tool load them through createRequire.
+ */
+const esImportedHttp = (loaded: readonly string[]): string[] => loaded.filter((m) => m === 'node:http' || m === 'node:https');
 const modules = async (file: string): Promise<string[]> => (await readFile(file, 'utf8')).split('\n').filter((l) => l !== '');
 
 describe('a reader that goes away', () => {
@@ -110,12 +116,14 @@ fuseSuite('what a real mount and read load', () => {
     const loaded = await modules(t.file);
     expect(loaded.some((m) => m.endsWith('/dist/cli/commands/read.js'))).toBe(true);
     expect(heavyIn(loaded, [/\/node_modules\/prom-client\//])).toEqual([]);
+    expect(esImportedHttp(loaded)).toEqual([]);
   });
 
   it('the mount daemon is ready without pg, the MCP SDK, zod, aws4, prom-client, the server', () => {
     expect(loadedAtReady.some((m) => m.endsWith('/dist/daemon/mount-daemon.js'))).toBe(true);
     expect(loadedAtReady.some((m) => m.endsWith('/dist/daemon/fuse/native-fuse-adapter.js') || m.includes('/fuse-native/'))).toBe(true);
     expect(heavyIn(loadedAtReady, [/\/node_modules\/prom-client\//, /\/dist\/metrics\/prometheus-metrics\.js$/])).toEqual([]);
+    expect(esImportedHttp(loadedAtReady)).toEqual([]);
   });
 
   it('`status` then loads the metrics registry and reports from it; still none of pg, the MCP SDK, zod, aws4, the server', async () => {

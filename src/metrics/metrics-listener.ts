@@ -3,11 +3,16 @@
 // trusts (a sidecar, a pod port). It serves numbers only: no route here can
 // reach sessions, files or the control socket.
 
+import type * as Http from 'node:http';
+import { createRequire } from 'node:module';
 import type { AddressInfo } from 'node:net';
-import { createServer } from 'node:http';
 import { KnowledgeError } from '../core/errors.js';
 import { httpUrl, type ListenAddress } from '../core/text/listen-address.js';
 import type { MetricsExposition } from '../core/metrics.js';
+
+// node:http through require, not an ES import, as in the daemon's control socket (see there): the daemon loads
+// this module at start, and importing node:http would load Node's bundled undici with it.
+const http = createRequire(import.meta.url)('node:http') as typeof Http;
 
 export interface MetricsListener {
   readonly url: string;
@@ -15,7 +20,7 @@ export interface MetricsListener {
 }
 
 export async function listenMetrics(address: ListenAddress, exposition: MetricsExposition, log: (line: string) => void): Promise<MetricsListener> {
-  const server = createServer((req, res) => {
+  const server = http.createServer((req, res) => {
     res.sendDate = false;
     const path = (req.url ?? '/').split('?')[0];
     if (path !== '/metrics' || (req.method !== 'GET' && req.method !== 'HEAD')) {

@@ -33,7 +33,7 @@
 // headers and every gap between body chunks (inactivity), not the whole
 // batch. It is not retried: its caller falls back to per-file fetches.
 
-import * as http from 'node:http';
+import type * as http from 'node:http';
 import type { IncomingMessage } from 'node:http';
 import { createRequire } from 'node:module';
 import { newRequestId, REQUEST_ID_HEADER } from '../../core/request-id.js';
@@ -127,7 +127,10 @@ export class HttpControlClient implements ControlClient {
     if (https !== 0 && https !== servers.length) {
       throw new KnowledgeError('invalid_argument', `--server: all replicas must use the same scheme (all http:// or all https://), got ${servers.join(',')}`);
     }
-    this.transport = https > 0 ? (createRequire(import.meta.url)('node:https') as Transport) : http;
+    // node:http through require too: an ES import of it builds the module's namespace, which on Node 22 and
+    // later reads its WebSocket getters and so loads Node's bundled undici, ~40 ms before the first request.
+    const load = createRequire(import.meta.url);
+    this.transport = (https > 0 ? load('node:https') : load('node:http')) as Transport;
     this.agent = new this.transport.Agent({ keepAlive: true, maxSockets: opts.connections ?? 32, timeout: IDLE_SOCKET_MS });
   }
 

@@ -19,7 +19,9 @@
 // `startControlSocket` knows about HTTP and the socket file.
 
 import { lstatSync, unlinkSync } from 'node:fs';
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type * as Http from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { createRequire } from 'node:module';
 import { connect } from 'node:net';
 import { dirname } from 'node:path';
 import { KnowledgeError, errorCodeOf, isKnowledgeError, type ErrorCode } from '../../core/errors.js';
@@ -62,6 +64,10 @@ export interface ControlReply {
 }
 
 type Log = (line: string) => void;
+
+// Through require, not an ES import: importing node:http builds its namespace, which on Node 22 and later reads
+// its WebSocket getters and so loads Node's bundled undici (~40 ms of the daemon's start).
+const http = createRequire(import.meta.url)('node:http') as typeof Http;
 
 function checkCount(name: string, value: unknown, min: number): number | undefined {
   if (value === undefined || value === null) return undefined;
@@ -237,7 +243,7 @@ export async function startControlSocket(path: string, backend: ReadToolBackend,
   const say: Log = log ?? (() => {});
   await prepareSocketPath(path, say);
 
-  const server = createServer((req, res) => {
+  const server = http.createServer((req, res) => {
     readBody(req).then(
       (body) => handleControlRequest(backend, req.method ?? 'GET', req.url ?? '/', body, say),
       (err: unknown) => errorReply(err, say),
