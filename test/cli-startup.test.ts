@@ -36,11 +36,7 @@ function traced(): { env: Record<string, string>; file: string } {
   const file = join(scratch, `modules-${++traceN}.txt`);
   return { file, env: { NODE_OPTIONS: `--import ${TRACE}`, KNOWLEDGEFS_TEST_MODULE_TRACE: file } };
 }
-/**
- * node:http or node:https reached by an ES import (the trace sees those, not require()). Importing one builds its
- * namespace, which on Node 22 and later reads the WebSocket getters and so loads Node's bundled undici: ~40 ms of a
- * start. The daemon and the read tool load them through createRequire.
- */
+/** node:http or node:https reached by an ES import, which the trace sees (not require()): docs/PERFORMANCE.md, "node:http through require". */
 const esImportedHttp = (loaded: readonly string[]): string[] => loaded.filter((m) => m === 'node:http' || m === 'node:https');
 const modules = async (file: string): Promise<string[]> => (await readFile(file, 'utf8')).split('\n').filter((l) => l !== '');
 

@@ -27,8 +27,8 @@ import { SOCKET_ENV } from '../core/local/socket-path.js';
 import { DaemonUnreachableError, errorFromWire, type UnreachableReason } from './errors.js';
 import { socketTrustProblem } from './socket-trust.js';
 
-// Through require, not an ES import: importing node:http builds its namespace, which on Node 22 and later reads
-// its WebSocket getters and so loads Node's bundled undici (~40 ms of every read tool's start).
+// node:http through require, not an ES import: on Node 22 and later the import also loads Node's bundled undici
+// (~40 ms of a start; docs/PERFORMANCE.md, "node:http through require").
 const { Agent, request } = createRequire(import.meta.url)('node:http') as typeof Http;
 
 /** Long enough for a read that mounts a team (fetch + plan refresh), short enough to never hang an agent. */

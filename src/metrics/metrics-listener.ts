@@ -10,8 +10,8 @@ import { KnowledgeError } from '../core/errors.js';
 import { httpUrl, type ListenAddress } from '../core/text/listen-address.js';
 import type { MetricsExposition } from '../core/metrics.js';
 
-// node:http through require, not an ES import, as in the daemon's control socket (see there): the daemon loads
-// this module at start, and importing node:http would load Node's bundled undici with it.
+// node:http through require, not an ES import: on Node 22 and later the import also loads Node's bundled undici
+// (~40 ms of a start; docs/PERFORMANCE.md, "node:http through require").
 const http = createRequire(import.meta.url)('node:http') as typeof Http;
 
 export interface MetricsListener {

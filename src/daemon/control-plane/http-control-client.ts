@@ -33,7 +33,7 @@
 // headers and every gap between body chunks (inactivity), not the whole
 // batch. It is not retried: its caller falls back to per-file fetches.
 
-import type * as http from 'node:http';
+import type * as Http from 'node:http';
 import type { IncomingMessage } from 'node:http';
 import { createRequire } from 'node:module';
 import { newRequestId, REQUEST_ID_HEADER } from '../../core/request-id.js';
@@ -114,7 +114,7 @@ export class HttpControlClient implements ControlClient {
   private readonly timeoutMs: number;
   private readonly maxJson: number;
   private readonly transport: Transport;
-  private readonly agent: http.Agent;
+  private readonly agent: Http.Agent;
 
   constructor(opts: HttpControlClientOptions) {
     this.replicas = new Replicas(parseServerUrls(opts.serverUrl));
@@ -127,8 +127,8 @@ export class HttpControlClient implements ControlClient {
     if (https !== 0 && https !== servers.length) {
       throw new KnowledgeError('invalid_argument', `--server: all replicas must use the same scheme (all http:// or all https://), got ${servers.join(',')}`);
     }
-    // node:http through require too: an ES import of it builds the module's namespace, which on Node 22 and
-    // later reads its WebSocket getters and so loads Node's bundled undici, ~40 ms before the first request.
+    // node:http through require too: on Node 22 and later an ES import of it also loads Node's bundled undici
+    // (~40 ms of a start; docs/PERFORMANCE.md, "node:http through require").
     const load = createRequire(import.meta.url);
     this.transport = (https > 0 ? load('node:https') : load('node:http')) as Transport;
     this.agent = new this.transport.Agent({ keepAlive: true, maxSockets: opts.connections ?? 32, timeout: IDLE_SOCKET_MS });

@@ -65,8 +65,8 @@ export interface ControlReply {
 
 type Log = (line: string) => void;
 
-// Through require, not an ES import: importing node:http builds its namespace, which on Node 22 and later reads
-// its WebSocket getters and so loads Node's bundled undici (~40 ms of the daemon's start).
+// node:http through require, not an ES import: on Node 22 and later the import also loads Node's bundled undici
+// (~40 ms of a start; docs/PERFORMANCE.md, "node:http through require").
 const http = createRequire(import.meta.url)('node:http') as typeof Http;
 
 function checkCount(name: string, value: unknown, min: number): number | undefined {
