@@ -1,7 +1,9 @@
 #!/usr/bin/env node
-// Thin entry: everything lives in dist/cli/main.js so it can be tested in-process.
-import { endQuietlyOnBrokenPipe } from '../dist/cli/broken-pipe.js';
-import { main } from '../dist/cli/main.js';
+// Thin entry: everything lives in dist/cli/main.js so it can be tested
+// in-process; this loads it as bundled by scripts/bundle-cli.mjs (the same
+// code in fewer files, which Node loads faster).
+import { endQuietlyOnBrokenPipe } from '../dist/bundle/broken-pipe.js';
+import { main } from '../dist/bundle/main.js';
 
 endQuietlyOnBrokenPipe();
 

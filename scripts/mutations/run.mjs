@@ -5,13 +5,14 @@
 // (find → replace). The repository (without .git, node_modules, dist) is
 // copied to a temporary directory and built once there; then, one breakage
 // at a time, the edit is applied to the copy's source, the edited file alone
-// is transpiled into the copy's dist/ (the spawned CLI runs from dist/), the
-// tests the breakage names are run (vitest -t, nothing else), and the edit is
-// undone. A breakage is caught when those tests fail. The run passes only if
-// every breakage is caught, after the same tests passed on the unbroken copy
-// (a baseline that fails would make every breakage look caught). A breakage
-// may set `env` for its tests, e.g. KNOWLEDGEFS_FUSE_BINDING=fuse-native for
-// code only that binding runs, and `config` for tests of another suite, e.g.
+// is transpiled into the copy's dist/ and the CLI bundled again from it (the
+// spawned CLI runs from dist/bundle/), the tests the breakage names are run
+// (vitest -t, nothing else), and the edit is undone. A breakage is caught
+// when those tests fail. The run passes only if every breakage is caught,
+// after the same tests passed on the unbroken copy (a baseline that fails
+// would make every breakage look caught). A breakage may set `env` for its
+// tests, e.g. KNOWLEDGEFS_FUSE_BINDING=fuse-native for code only that binding
+// runs, and `config` for tests of another suite, e.g.
 // test/postgres/vitest.config.ts for the *.pg.ts files.
 //
 // The working tree is never written to. Options:
@@ -156,6 +157,9 @@ async function emit(ts, options, dir, file, source) {
   const out = ts.transpileModule(source, { compilerOptions: options, fileName: join(dir, file) });
   const target = join(dir, 'dist', relative('src', file)).replace(/\.ts$/, '.js');
   writeFileSync(target, out.outputText);
+  // bin/knowledgefs.js runs the bundle of dist/, not dist/ itself.
+  const code = await buildStep(dir, [join(dir, 'scripts', 'bundle-cli.mjs')]);
+  if (code !== 0) throw new Error(`the CLI bundle did not build after ${file} (status ${code})`);
 }
 
 function tail(text, lines = 40) {
@@ -200,8 +204,9 @@ async function main() {
     symlinkSync(join(ROOT, 'node_modules'), join(dir, 'node_modules'), 'dir');
     const require = createRequire(join(ROOT, 'package.json'));
     const ts = require('typescript');
-    // What `npm run build` does: the TypeScript build, and the native addon where it can be built.
-    for (const step of [[join(dir, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.build.json'], [join(dir, 'scripts', 'build-native.mjs'), '--if-possible']]) {
+    // What `npm run build` does: the TypeScript build, the CLI bundle, and the native addon where it can be built.
+    const build = [[join(dir, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.build.json'], [join(dir, 'scripts', 'bundle-cli.mjs')], [join(dir, 'scripts', 'build-native.mjs'), '--if-possible']];
+    for (const step of build) {
       const code = await buildStep(dir, step);
       if (code !== 0) throw new Error(`the build of the unbroken copy failed (${step.slice(0, 2).join(' ')})`);
     }

@@ -21,7 +21,10 @@ export interface CommandResult {
 
 export function processContext(): CliContext {
   return {
-    stdin: process.stdin,
+    // A getter: process.stdin builds a stream for fd 0 (~4 ms at a mount's start), and only `mcp` reads it.
+    get stdin() {
+      return process.stdin;
+    },
     stdout: process.stdout,
     stderr: process.stderr,
     env: process.env,
