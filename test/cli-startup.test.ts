@@ -47,10 +47,15 @@ const esImportedHttp = (loaded: readonly string[]): string[] => loaded.filter((m
 async function modules(file: string): Promise<string[]> {
   const held = JSON.parse(await readFile(join(REPO_ROOT, 'dist', 'bundle', 'modules.json'), 'utf8')) as Record<string, string[]>;
   const bundled = `${pathToFileURL(join(REPO_ROOT, 'dist', 'bundle')).href}/`;
+  const inside = (url: string): string[] => {
+    const list = held[url.slice(bundled.length)];
+    if (list === undefined) throw new Error(`${url} is not in dist/bundle/modules.json: the bundle is older than its list (npm run build)`);
+    return list.map((m) => pathToFileURL(join(REPO_ROOT, m)).href);
+  };
   return (await readFile(file, 'utf8'))
     .split('\n')
     .filter((l) => l !== '')
-    .flatMap((url) => (url.startsWith(bundled) ? [url, ...(held[url.slice(bundled.length)] ?? []).map((m) => pathToFileURL(join(REPO_ROOT, m)).href)] : [url]));
+    .flatMap((url) => (url.startsWith(bundled) ? [url, ...inside(url)] : [url]));
 }
 
 describe('a reader that goes away', () => {
