@@ -5,8 +5,8 @@
 // (find → replace). The repository (without .git, node_modules, dist) is
 // copied to a temporary directory and built once there; then, one breakage
 // at a time, the edit is applied to the copy's source, the edited file alone
-// is transpiled into the copy's dist/ and the CLI bundled again from it (the
-// spawned CLI runs from dist/bundle/), the tests the breakage names are run
+// is transpiled into the copy's dist/ and the CLI bundled again (the spawned
+// CLI runs from dist/bundle/), the tests the breakage names are run
 // (vitest -t, nothing else), and the edit is undone. A breakage is caught
 // when those tests fail. The run passes only if every breakage is caught,
 // after the same tests passed on the unbroken copy (a baseline that fails
@@ -147,8 +147,11 @@ function buildStep(dir, step) {
 
 const isNative = (file) => file.endsWith('.c');
 
-/** Writes `source` (the copy's src/<file>) transpiled to the copy's dist/; for the addon's C source, builds the addon. */
-async function emit(ts, options, dir, file, source) {
+/**
+ * Writes `source` (the copy's src/<file>) transpiled to the copy's dist/ and
+ * marks the CLI bundle stale; for the addon's C source, builds the addon.
+ */
+async function emit(ts, options, dir, file, source, bundle) {
   if (isNative(file)) {
     const code = await buildStep(dir, [join(dir, 'scripts', 'build-native.mjs')]);
     if (code !== 0) throw new Error(`the addon did not build from ${file} (status ${code})`);
@@ -157,9 +160,15 @@ async function emit(ts, options, dir, file, source) {
   const out = ts.transpileModule(source, { compilerOptions: options, fileName: join(dir, file) });
   const target = join(dir, 'dist', relative('src', file)).replace(/\.ts$/, '.js');
   writeFileSync(target, out.outputText);
-  // bin/knowledgefs.js runs the bundle of dist/, not dist/ itself.
+  bundle.stale = true;
+}
+
+/** Bundles the CLI again when dist/ changed since its last bundle: the spawned CLI runs dist/bundle/, not dist/. */
+async function bundleIfStale(dir, bundle) {
+  if (!bundle.stale) return;
   const code = await buildStep(dir, [join(dir, 'scripts', 'bundle-cli.mjs')]);
-  if (code !== 0) throw new Error(`the CLI bundle did not build after ${file} (status ${code})`);
+  if (code !== 0) throw new Error(`the CLI bundle did not build (status ${code})`);
+  bundle.stale = false;
 }
 
 function tail(text, lines = 40) {
@@ -211,8 +220,9 @@ async function main() {
       if (code !== 0) throw new Error(`the build of the unbroken copy failed (${step.slice(0, 2).join(' ')})`);
     }
     const options = compilerOptions(ts, dir);
+    const bundle = { stale: false };
     // The baseline runs on the single-file transpiles the breakages will use, so a transpile that differs from tsc's build shows there, not as a false "caught".
-    for (const file of new Set(chosen.map((b) => b.file))) if (!isNative(file)) await emit(ts, options, dir, file, readFileSync(join(dir, file), 'utf8'));
+    for (const file of new Set(chosen.map((b) => b.file))) if (!isNative(file)) await emit(ts, options, dir, file, readFileSync(join(dir, file), 'utf8'), bundle);
 
     // One baseline run per environment and suite configuration the breakages ask for.
     const byEnv = new Map();
@@ -223,6 +233,7 @@ async function main() {
     for (const [key, tests] of byEnv) {
       const { env, config } = JSON.parse(key);
       process.stdout.write(`test:mutations: baseline (${new Set(tests.map((t) => `${t.file} › ${t.name}`)).size} tests on the unbroken copy, env ${JSON.stringify(env)}${config === undefined ? '' : `, config ${config}`})\n`);
+      await bundleIfStale(dir, bundle);
       const baseline = await runTests(dir, tests, env, config);
       if (baseline.code !== 0) {
         process.stderr.write(`${tail(baseline.out, 80)}\ntest:mutations: the named tests fail on the unbroken code; fix that first\n`);
@@ -236,11 +247,13 @@ async function main() {
       const original = readFileSync(path, 'utf8');
       const broken = original.replace(b.find, () => b.replace);
       writeFileSync(path, broken);
-      await emit(ts, options, dir, b.file, broken);
+      await emit(ts, options, dir, b.file, broken, bundle);
+      await bundleIfStale(dir, bundle);
       const t0 = Date.now();
       const result = await runTests(dir, b.tests, b.env, b.config);
       writeFileSync(path, original);
-      await emit(ts, options, dir, b.file, original);
+      // The next breakage's bundle carries this file's original back.
+      await emit(ts, options, dir, b.file, original, bundle);
       const secs = ((Date.now() - t0) / 1000).toFixed(1);
       const verdict = result.code === 0 ? 'SURVIVED' : result.code === null ? 'caught (timed out)' : 'caught';
       process.stdout.write(`[${i + 1}/${chosen.length}] ${verdict.padEnd(18)} ${b.id} (${secs} s)\n`);
