@@ -16,7 +16,7 @@
 //   do unbundled.
 // - dist/bundle/modules.json lists the modules in each chunk, for tests
 //   that check what a command loads (test/cli-startup.test.ts).
-import { existsSync, mkdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { rolldown } from 'rolldown';
@@ -41,8 +41,7 @@ const ownUrl = {
   name: 'knowledgefs-own-import-meta-url',
   transform(code, id) {
     if (!code.includes('import.meta.url')) return null;
-    const fromBundle = relative(out, id).split('\\').join('/');
-    return { code: code.replaceAll('import.meta.url', `new URL(${JSON.stringify(fromBundle)}, import.meta.url).href`), map: null };
+    return { code: code.replaceAll('import.meta.url', `new URL(${JSON.stringify(relative(out, id))}, import.meta.url).href`), map: null };
   },
 };
 
@@ -59,7 +58,6 @@ try {
   }
   writeFileSync(join(partial, 'modules.json'), `${JSON.stringify(modules, null, 1)}\n`);
   rmSync(out, { recursive: true, force: true });
-  mkdirSync(dist, { recursive: true });
   renameSync(partial, out);
   const count = Object.values(modules).reduce((n, list) => n + list.length, 0);
   process.stderr.write(`bundle-cli: ${count} modules in ${Object.keys(modules).length} files in dist/bundle/ (${Math.round(performance.now() - started)} ms)\n`);

@@ -49,7 +49,7 @@ async function modules(file: string): Promise<string[]> {
   const bundled = `${pathToFileURL(join(REPO_ROOT, 'dist', 'bundle')).href}/`;
   const inside = (url: string): string[] => {
     const list = held[url.slice(bundled.length)];
-    if (list === undefined) throw new Error(`${url} is not in dist/bundle/modules.json: the bundle is older than its list (npm run build)`);
+    if (list === undefined) throw new Error(`${url} is not listed in dist/bundle/modules.json: the bundle and its list disagree (npm run build)`);
     return list.map((m) => pathToFileURL(join(REPO_ROOT, m)).href);
   };
   return (await readFile(file, 'utf8'))
