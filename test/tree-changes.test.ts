@@ -3,22 +3,13 @@
 // directories, never a file inode, and nothing for an unchanged plan.
 
 import { describe, expect, it } from 'vitest';
-import { buildPlan, snapshotScope, type Plan, type PlanFile } from '../src/core/session/plan.js';
+import type { PlanFile } from '../src/core/session/plan.js';
+import { sha, treePlan as plan } from './helpers/tree-plan.js';
 import { treeChanges } from '../src/core/tree/tree-changes.js';
 import { ROOT_INO, Tree } from '../src/core/tree/tree.js';
 
-const sha = (n: number) => n.toString(16).padStart(64, '0');
 const file = (path: string, n: number, size = 10): PlanFile => ({ path, size, mtimeMs: 1_000_000 + n, sha256: sha(n) });
 
-function plan(scopes: Record<string, PlanFile[]>): Plan {
-  return buildPlan({
-    sessionId: 'ses_test',
-    threshold: Number.MAX_SAFE_INTEGER,
-    loadable: Object.entries(scopes).map(([scope, files]) => snapshotScope(scope, files)),
-    boundTeam: undefined,
-    mounted: [],
-  });
-}
 
 const ino = (tree: Tree, path: string) => tree.get(path)?.stat.ino;
 const BASE = { account: [file('a.md', 1), file('dir/b.md', 2), file('dir/c.md', 3)], team_x: [file('t.md', 4)] };

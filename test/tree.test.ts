@@ -4,20 +4,11 @@
 
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { buildPlan, snapshotScope, type Plan, type PlanFile } from '../src/core/session/plan.js';
+import type { PlanFile } from '../src/core/session/plan.js';
+import { sha, treePlan as plan } from './helpers/tree-plan.js';
 import { DIR_MODE, FILE_MODE, Tree, type FileNode } from '../src/core/tree/tree.js';
 
-const sha = (n: number) => n.toString(16).padStart(64, '0');
 
-function plan(scopes: Record<string, PlanFile[]>, mounted: string[] = []): Plan {
-  return buildPlan({
-    sessionId: 'ses_test',
-    threshold: Number.MAX_SAFE_INTEGER,
-    loadable: Object.entries(scopes).map(([scope, files]) => snapshotScope(scope, files)),
-    boundTeam: undefined,
-    mounted,
-  });
-}
 
 const file = (path: string, n: number, size = 10, mtimeMs = 1_000_000): PlanFile => ({ path, size, mtimeMs, sha256: sha(n) });
 
@@ -50,6 +41,7 @@ describe('Tree.fromPlan', () => {
     expect(tree.get('/account/a')?.stat).toMatchObject({ mode: DIR_MODE, mtime: 3_000_000, size: 4096 });
     expect(tree.get('/')?.stat.mtime).toBe(3_000_000);
     expect((tree.get('/account/a/b') as { stat: { nlink: number } }).stat.nlink).toBe(3);
+    expect(tree.get('/account')?.stat).toMatchObject({ mtime: 3_000_000, nlink: 3 }); // a scope's own directory: DUTY.md and a/
   });
 
   it('unknown paths are undefined; fileByScopePath finds files only', () => {

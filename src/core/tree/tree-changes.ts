@@ -50,15 +50,17 @@ export function treeChanges(before: Tree, after: Tree): TreeChanges {
   const entries: EntryChange[] = [];
   const dirs: number[] = [];
   if (before === after) return { entries, dirs };
-  for (const node of before.all()) {
+  // Only what was built can have reached the kernel; a deferred scope stays unbuilt.
+  for (const node of before.builtNodes()) {
     if (node.path === '/') continue;
     const now = after.get(node.path);
     if (now === node || sameInode(node, now)) continue;
     const entry = entryUnderKeptParent(node.path, before, after);
     if (entry !== undefined) entries.push(entry);
   }
-  for (const node of after.all()) {
+  for (const node of after.builtNodes()) {
     const old = before.get(node.path);
+    if (old === node) continue; // the same node (a deferred scope both trees hold): nothing changed
     if (old === undefined) {
       const entry = entryUnderKeptParent(node.path, before, after);
       if (entry !== undefined) entries.push(entry);

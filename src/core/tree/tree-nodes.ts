@@ -74,6 +74,8 @@ export interface TreeOptions {
   readonly dirMode?: number;
   /** Mtime for the root and for directories with no files. */
   readonly emptyDirMtimeMs?: number;
+  /** False builds every scope at once instead of deferring one until it is first used (pending-scope.ts); default true. */
+  readonly deferScopes?: boolean;
 }
 
 /** Who owns every node of a tree, and the modes they report: one object shared by all nodes. */
@@ -158,11 +160,15 @@ export class DirEntry implements DirNode, NodeStat {
     readonly ino: number,
     readonly path: string,
     readonly scope: ScopeName,
-    readonly names: readonly string[],
+    private readonly listed: readonly string[],
     readonly mtime: number,
     readonly nlink: number,
     readonly owner: Owner,
   ) {}
+  /** A getter so that a scope built on first use can list itself then (pending-scope.ts). */
+  get names(): readonly string[] {
+    return this.listed;
+  }
   get uid(): number {
     return this.owner.uid;
   }

@@ -1,6 +1,6 @@
 // The mount's in-memory tree, built from a plan. Every metadata operation
-// (getattr, readdir, lookup) is one Map lookup here: no network, no
-// allocation on the hot path. A node is its own stat object (constant
+// (getattr, readdir, lookup) is one Map lookup here (two inside a scope
+// built on first use): no network, no allocation on the hot path. A node is its own stat object (constant
 // fields are prototype getters), which keeps 100 000 files small.
 //
 // Layout: `/` lists scopes; `/account/...` and `/team_<id>/...` hold each
@@ -21,34 +21,31 @@
 // Immutable: a new plan builds a new tree and the daemon swaps it in whole,
 // so an operation never sees half of two plans.
 //
+// Built on first use: a scope nothing of which can have reached the kernel
+// yet (a new tree's, or one the previous tree lacked) is deferred: the root
+// and a stat of its directory are known at once, its file nodes are built
+// by the first lookup or listing inside it (pending-scope.ts). What it then
+// holds is exactly what building it at once would give, so every rule here
+// holds for it; only the moment its nodes are made differs. A tree with a
+// deferred scope nobody looked into carries it to the next plan unbuilt
+// while its files stay the same.
+//
 // Inode numbers (what the kernel calls node ids on the libfuse 3 binding):
 // the root is 1; a directory keeps its number while its path stays a
 // directory; a file keeps its number while its content is unchanged and gets
 // a new one for each new version. Numbers are never reused in one tree
-// lineage (each tree continues its predecessor's counter), so a descriptor
-// held across a change stays on the version it opened and the kernel may keep
-// the cached pages of every inode for as long as it likes.
+// lineage (its trees share one counter, which a scope built late draws from
+// too), so a descriptor held across a change stays on the version it opened
+// and the kernel may keep the cached pages of every inode for as long as it
+// likes.
 
 import type { Plan } from '../session/plan.js';
 import { compareScopes, type ScopeName } from '../scope.js';
-import {
-  type FileVersion,
-  type FileNode,
-  type TreeNode,
-  ROOT_INO,
-  REMOVED_HISTORY,
-  type TreeOptions,
-  ownerOf,
-  NO_HISTORY,
-  NO_PATHS,
-  FileEntry,
-  DirEntry,
-  reportedVersion,
-  versionsOf,
-  type DirBuild,
-  bumpDirMtimes,
-} from './tree-nodes.js';
+import { NodeBuilder, type InoCounter } from './node-builder.js';
+import { PendingScope, type PlannedFile } from './pending-scope.js';
+import { type FileVersion, type FileNode, type TreeNode, ROOT_INO, REMOVED_HISTORY, type TreeOptions, ownerOf, NO_PATHS, DirEntry, versionsOf } from './tree-nodes.js';
 export { DIR_MODE, FILE_MODE, ROOT_INO, VERSION_HISTORY, REMOVED_HISTORY, parentPath, reportedVersion, type NodeStat, type FileVersion, type FileNode, type DirNode, type TreeNode, type TreeOptions } from './tree-nodes.js';
+export type { PlannedFile } from './pending-scope.js';
 
 export class Tree {
   readonly version: string;
@@ -58,11 +55,14 @@ export class Tree {
   readonly scopes: readonly ScopeName[];
   readonly fileCount: number;
   readonly totalBytes: number;
-  /** The next inode number this lineage hands out (see header). */
-  readonly nextIno: number;
+  /** The lineage's inode numbers (see header), shared with every tree built from this one. */
+  private readonly inos: InoCounter;
   /** The plan's version of each scope: what the tree holds, for asking the control plane what changed. */
   private readonly scopeVersions: ReadonlyMap<ScopeName, string>;
+  /** The root and every node of the scopes built at once. */
   private readonly nodes: Map<string, TreeNode>;
+  /** Scopes whose nodes are built on first use (pending-scope.ts). */
+  private readonly pending: ReadonlyMap<ScopeName, PendingScope>;
   /** Versions of paths removed by recent plans (bounded), so a path that comes back is not confused with its past. */
   private readonly removed: Map<string, readonly FileVersion[]>;
   /**
@@ -80,8 +80,9 @@ export class Tree {
     scopeVersions: ReadonlyMap<ScopeName, string>;
     fileCount: number;
     totalBytes: number;
-    nextIno: number;
+    inos: InoCounter;
     nodes: Map<string, TreeNode>;
+    pending: ReadonlyMap<ScopeName, PendingScope>;
     removed: Map<string, readonly FileVersion[]>;
     changedPaths?: readonly string[];
   }) {
@@ -92,8 +93,9 @@ export class Tree {
     this.scopeVersions = fields.scopeVersions;
     this.fileCount = fields.fileCount;
     this.totalBytes = fields.totalBytes;
-    this.nextIno = fields.nextIno;
+    this.inos = fields.inos;
     this.nodes = fields.nodes;
+    this.pending = fields.pending;
     this.removed = fields.removed;
     this.changedPaths = fields.changedPaths ?? NO_PATHS;
   }
@@ -109,81 +111,42 @@ export class Tree {
   /**
    * Builds the tree for `plan`. `previous` (the tree being replaced) decides
    * mtime bumps so the kernel never keeps stale pages of a changed file.
+   * A scope nothing of which can have reached the kernel yet is deferred
+   * (pending-scope.ts), unless `opts.deferScopes` is false.
    */
   static fromPlan(plan: Plan, previous: Tree | undefined, opts: TreeOptions = {}): Tree {
     const emptyMtime = opts.emptyDirMtimeMs ?? 0;
-    const nodes = new Map<string, TreeNode>();
-    const dirs = new Map<string, DirBuild>();
     const owner = ownerOf(opts);
-    const root: DirBuild = { names: [], mtimeMs: emptyMtime, scope: '', subdirs: 0, parent: undefined };
-    dirs.set('/', root);
+    const inos = previous?.inos ?? { next: ROOT_INO + 1 };
+    const builder = new NodeBuilder(owner, emptyMtime, inos, previous === undefined ? undefined : { get: (path) => previous.get(path), removedVersions: (path) => previous.removed.get(path) });
     const scopes = [...plan.scopes].sort((a, b) => compareScopes(a.scope, b.scope));
+    const pending = new Map<ScopeName, PendingScope>();
+    const removedScopes = previous === undefined ? undefined : scopesOf(previous.removed.keys());
     let fileCount = 0;
     let totalBytes = 0;
-    const changedPaths: string[] = [];
-    let nextIno = previous?.nextIno ?? ROOT_INO + 1;
-
-    // Undefined when a file already holds that name (a plan listing both `a` and `a/b`: first wins).
-    const ensureDir = (dirPath: string, scope: ScopeName): DirBuild | undefined => {
-      let dir = dirs.get(dirPath);
-      if (dir !== undefined) return dir;
-      if (nodes.has(dirPath)) return undefined;
-      const slash = dirPath.lastIndexOf('/');
-      const parent = ensureDir(slash === 0 ? '/' : dirPath.slice(0, slash), scope);
-      if (parent === undefined) return undefined;
-      parent.names.push(dirPath.slice(slash + 1));
-      parent.subdirs++;
-      dir = { names: [], mtimeMs: emptyMtime, scope, subdirs: 0, parent };
-      dirs.set(dirPath, dir);
-      return dir;
-    };
 
     for (const snapshot of scopes) {
-      const scopeDir = `/${snapshot.scope}`;
-      ensureDir(scopeDir, snapshot.scope);
-      // Files come sorted, so most share the previous file's directory: no slice or lookup for those.
-      let lastDirPath = '';
-      let lastDir: DirBuild | undefined;
-      for (const file of snapshot.files) {
-        // join builds a flat string (a template literal keeps a cons string plus its flattened copy).
-        const path = [scopeDir, file.path].join('/');
-        if (nodes.has(path) || dirs.has(path)) continue; // a name both file and dir: first wins
-        const slash = path.lastIndexOf('/');
-        if (slash !== lastDirPath.length || !path.startsWith(lastDirPath)) {
-          lastDirPath = path.slice(0, slash);
-          lastDir = ensureDir(lastDirPath, snapshot.scope);
-        }
-        const dir = lastDir;
-        if (dir === undefined) continue;
-        const prevNode = previous?.nodes.get(path);
-        const prev = prevNode?.kind === 'file' ? prevNode : undefined;
-        if (prev !== undefined && prev.sha256 === file.sha256 && prev.planMtimeMs === file.mtimeMs && prev.size === file.size && prev.stat.uid === owner.uid && prev.stat.gid === owner.gid && prev.stat.mode === owner.fileMode) {
-          // Unchanged: the node is immutable, reuse it.
-          nodes.set(path, prev);
-          dir.names.push(path.slice(slash + 1));
-          fileCount++;
-          totalBytes += file.size;
-          bumpDirMtimes(dir, prev.mtimeMs);
-          continue;
-        }
-        const remembered = prev === undefined ? (previous?.removed.get(path) ?? NO_HISTORY) : NO_HISTORY;
-        const last = prev ?? remembered[0];
-        if (last !== undefined && last.sha256 !== file.sha256) changedPaths.push(path);
-        const { mtimeMs, history } = reportedVersion(file, prev, remembered);
-        nodes.set(path, new FileEntry(nextIno++, path, snapshot.scope, file.sha256, file.size, mtimeMs, file.mtimeMs, history, owner));
-        dir.names.push(path.slice(slash + 1));
-        fileCount++;
-        totalBytes += file.size;
-        bumpDirMtimes(dir, mtimeMs);
+      let deferred: PendingScope | undefined;
+      if (opts.deferScopes !== false) {
+        const held = previous?.pending.get(snapshot.scope);
+        const unseen = previous === undefined || (held === undefined && !previous.nodes.has(`/${snapshot.scope}`) && removedScopes?.has(snapshot.scope) !== true);
+        if (held?.unbuiltAndSame(snapshot, owner, emptyMtime) === true) deferred = held;
+        else if (unseen) deferred = PendingScope.defer(snapshot, owner, emptyMtime, inos);
       }
+      if (deferred === undefined) {
+        builder.addScope(snapshot);
+        continue;
+      }
+      pending.set(snapshot.scope, deferred);
+      builder.addDeferredScope(snapshot.scope, deferred.dir.mtime);
+      fileCount += deferred.fileCount;
+      totalBytes += deferred.totalBytes;
     }
-
-    for (const [dirPath, dir] of dirs) {
-      dir.names.sort();
-      const before = previous?.nodes.get(dirPath);
-      const ino = dirPath === '/' ? ROOT_INO : before?.kind === 'dir' ? before.stat.ino : nextIno++;
-      nodes.set(dirPath, new DirEntry(ino, dirPath, dir.scope, dir.names, dir.mtimeMs, 2 + dir.subdirs, owner));
-    }
+    builder.finishDirs((dirPath) => {
+      if (dirPath === '/') return ROOT_INO;
+      const before = previous?.get(dirPath);
+      return before?.kind === 'dir' ? before.stat.ino : undefined;
+    });
 
     return new Tree({
       version: plan.version,
@@ -191,38 +154,74 @@ export class Tree {
       mounted: [...plan.mounted],
       scopes: scopes.map((s) => s.scope),
       scopeVersions: new Map(scopes.map((s) => [s.scope, s.version])),
-      fileCount,
-      totalBytes,
-      nextIno,
-      nodes,
-      removed: previous === undefined ? new Map() : Tree.rememberRemoved(previous, nodes),
-      changedPaths,
+      fileCount: fileCount + builder.fileCount,
+      totalBytes: totalBytes + builder.totalBytes,
+      inos,
+      nodes: builder.nodes,
+      pending,
+      removed: previous === undefined ? new Map() : Tree.rememberRemoved(previous, builder.nodes, pending),
+      changedPaths: builder.changedPaths,
     });
   }
 
+  /** The node at `path`; a path inside a deferred scope builds that scope first. */
   get(path: string): TreeNode | undefined {
-    return this.nodes.get(path);
+    const node = this.nodes.get(path);
+    if (node !== undefined || this.pending.size === 0) return node;
+    const end = path.indexOf('/', 1);
+    const scope = this.pending.get(end === -1 ? path.slice(1) : path.slice(1, end));
+    if (scope === undefined) return undefined;
+    return end === -1 ? scope.dir : scope.nodes().get(path);
   }
 
-  /** Every node, directories and files, in no particular order. */
+  /** Every node, directories and files, in no particular order (deferred scopes are built). */
   all(): IterableIterator<TreeNode> {
-    return this.nodes.values();
+    return this.walk(true);
+  }
+
+  /**
+   * Every node the kernel may have been given: all of them but the files
+   * and subdirectories of deferred scopes not built yet, which stay unbuilt.
+   */
+  builtNodes(): IterableIterator<TreeNode> {
+    return this.walk(false);
+  }
+
+  private *walk(build: boolean): IterableIterator<TreeNode> {
+    yield* this.nodes.values();
+    for (const scope of this.pending.values()) {
+      yield scope.dir;
+      if (!build && !scope.isBuilt) continue;
+      for (const node of scope.nodes().values()) if (node.path !== scope.dir.path) yield node;
+    }
   }
 
   /** A directory's sorted names, or undefined when `path` is not a directory. */
   readdirNames(path: string): readonly string[] | undefined {
-    const node = this.nodes.get(path);
+    const node = this.get(path);
     return node?.kind === 'dir' ? node.names : undefined;
   }
 
   /** The file at `<scope>/<path inside scope>`, as the read tool names it. */
   fileByScopePath(scopePath: string): FileNode | undefined {
-    const node = this.nodes.get(`/${scopePath}`);
+    const node = this.get(`/${scopePath}`);
     return node?.kind === 'file' ? node : undefined;
   }
 
+  /** Every file node (deferred scopes are built). */
   *files(): IterableIterator<FileNode> {
+    for (const node of this.all()) if (node.kind === 'file') yield node;
+  }
+
+  /** Every file as the plan lists it, deferred scopes left unbuilt (prefetch, plan changes). */
+  *plannedFiles(): IterableIterator<PlannedFile> {
     for (const node of this.nodes.values()) if (node.kind === 'file') yield node;
+    for (const scope of this.pending.values()) yield* scope.plannedFiles();
+  }
+
+  /** Deferred scopes whose nodes are not built yet. */
+  unbuiltScopes(): ScopeName[] {
+    return [...this.pending.values()].filter((s) => !s.isBuilt).map((s) => s.scope);
   }
 
   hasScope(scope: ScopeName): boolean {
@@ -243,6 +242,7 @@ export class Tree {
     if (!this.hasScope(scope)) return this;
     const prefix = `/${scope}`;
     const nodes = new Map<string, TreeNode>();
+    const pending = new Map([...this.pending].filter(([s]) => s !== scope));
     let fileCount = 0;
     let totalBytes = 0;
     for (const [path, node] of this.nodes) {
@@ -252,6 +252,10 @@ export class Tree {
         totalBytes += node.size;
       }
       nodes.set(path, node);
+    }
+    for (const kept of pending.values()) {
+      fileCount += kept.fileCount;
+      totalBytes += kept.totalBytes;
     }
     const root = this.nodes.get('/');
     if (root instanceof DirEntry) {
@@ -265,19 +269,34 @@ export class Tree {
       scopeVersions: new Map([...this.scopeVersions].filter(([s]) => s !== scope)),
       fileCount,
       totalBytes,
-      nextIno: this.nextIno,
+      inos: this.inos,
       nodes,
-      removed: Tree.rememberRemoved(this, nodes),
+      pending,
+      removed: Tree.rememberRemoved(this, nodes, pending),
     });
   }
 
-  /** Versions of paths in `previous` (or remembered by it) that `nodes` lacks; newest removals kept. */
-  private static rememberRemoved(previous: Tree, nodes: Map<string, TreeNode>): Map<string, readonly FileVersion[]> {
+  /**
+   * Versions of the files of `previous` (or remembered by it) that the new
+   * tree lacks; newest removals kept. A deferred scope the new tree still
+   * holds, or one never built, gave the kernel no file to remember.
+   */
+  private static rememberRemoved(previous: Tree, nodes: Map<string, TreeNode>, pending: ReadonlyMap<ScopeName, PendingScope>): Map<string, readonly FileVersion[]> {
     const removed = new Map<string, readonly FileVersion[]>();
     if (previous.fileCount + previous.removed.size === 0) return removed;
-    for (const [path, node] of previous.nodes) {
+    const remember = (node: TreeNode) => {
+      if (node.kind === 'file' && !nodes.has(node.path)) removed.set(node.path, versionsOf(node));
+    };
+    for (const node of previous.nodes.values()) {
       if (removed.size >= REMOVED_HISTORY) break;
-      if (node.kind === 'file' && !nodes.has(path)) removed.set(path, versionsOf(node));
+      remember(node);
+    }
+    for (const scope of previous.pending.values()) {
+      if (pending.get(scope.scope) === scope || !scope.isBuilt) continue;
+      for (const node of scope.nodes().values()) {
+        if (removed.size >= REMOVED_HISTORY) break;
+        remember(node);
+      }
     }
     for (const [path, versions] of previous.removed) {
       if (removed.size >= REMOVED_HISTORY) break;
@@ -285,4 +304,14 @@ export class Tree {
     }
     return removed;
   }
+}
+
+/** The scopes that paths such as `/team_x/a.md` belong to. */
+function scopesOf(paths: Iterable<string>): Set<ScopeName> {
+  const scopes = new Set<ScopeName>();
+  for (const path of paths) {
+    const end = path.indexOf('/', 1);
+    scopes.add(end === -1 ? path.slice(1) : path.slice(1, end));
+  }
+  return scopes;
 }

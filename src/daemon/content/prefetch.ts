@@ -28,7 +28,7 @@
 
 import { isKnowledgeError } from '../../core/errors.js';
 import { formatBytes } from '../../core/text/units.js';
-import type { FileNode, Tree } from '../../core/tree/tree.js';
+import type { PlannedFile, Tree } from '../../core/tree/tree.js';
 import { abortableSleep } from '../abortable-sleep.js';
 import { isShed } from '../control-plane/reply-error.js';
 import type { BatchOutcome, ContentFetcher, FileRef } from './fetcher.js';
@@ -96,7 +96,7 @@ export class Prefetcher {
    * come back in step) for as long as it sheds it and this run is current.
    * Files delivered before a shed stay delivered; the outcome covers them all.
    */
-  private async fetchBatchPolitely(files: readonly FileNode[], signal: AbortSignal, generation: number): Promise<BatchOutcome> {
+  private async fetchBatchPolitely(files: readonly PlannedFile[], signal: AbortSignal, generation: number): Promise<BatchOutcome> {
     const { fetcher } = this.opts;
     const fetched: FileRef[] = [];
     const failed: FileRef[] = [];
@@ -121,8 +121,8 @@ export class Prefetcher {
   private async run(tree: Tree, generation: number): Promise<void> {
     const { fetcher, log } = this.opts;
     const seen = new Set<string>();
-    const todo: FileNode[] = [];
-    for (const file of tree.files()) {
+    const todo: PlannedFile[] = [];
+    for (const file of tree.plannedFiles()) {
       if (seen.has(file.sha256) || fetcher.isCached(file.sha256)) continue;
       seen.add(file.sha256);
       todo.push(file);
@@ -155,7 +155,7 @@ export class Prefetcher {
     };
 
     // 1. Batches, one scope each.
-    const perFile: FileNode[] = [];
+    const perFile: PlannedFile[] = [];
     const batches = (this.opts.batchConcurrency ?? 3) > 0 ? splitBatches(todo) : [];
     if (batches.length === 0) perFile.push(...todo);
     let nextBatch = 0;
@@ -171,8 +171,8 @@ export class Prefetcher {
           const why = outcome.error instanceof Error ? outcome.error.message : String(outcome.error);
           log(`prefetch: a batch failed (${why}); fetching its remaining files one by one`);
         }
-        perFile.push(...(outcome.skipped as FileNode[]));
-        if (!refused) perFile.push(...(outcome.unanswered as FileNode[]));
+        perFile.push(...(outcome.skipped as PlannedFile[]));
+        if (!refused) perFile.push(...(outcome.unanswered as PlannedFile[]));
         const failures = outcome.failed.length + (refused ? outcome.unanswered.length : 0);
         advance(outcome.fetched.length + failures, outcome.fetched.reduce((n, f) => n + f.size, 0), failures);
       }
@@ -201,16 +201,16 @@ export class Prefetcher {
 }
 
 /** Groups files by scope into batches of at most BATCH_FILES files, ~BATCH_BYTES and a request body under the limit. */
-export function splitBatches(files: readonly FileNode[]): FileNode[][] {
-  const byScope = new Map<string, FileNode[]>();
+export function splitBatches(files: readonly PlannedFile[]): PlannedFile[][] {
+  const byScope = new Map<string, PlannedFile[]>();
   for (const f of files) {
     const list = byScope.get(f.scope);
     if (list === undefined) byScope.set(f.scope, [f]);
     else list.push(f);
   }
-  const batches: FileNode[][] = [];
+  const batches: PlannedFile[][] = [];
   for (const list of byScope.values()) {
-    let current: FileNode[] = [];
+    let current: PlannedFile[] = [];
     let bytes = 0;
     let body = 64;
     for (const f of list) {

@@ -28,10 +28,10 @@ export function filesHeld(tree: Tree, scopes: ReadonlySet<ScopeName>): Map<Scope
   const byScope = new Map<ScopeName, PlanFile[]>();
   for (const scope of scopes) byScope.set(scope, []);
   if (scopes.size === 0) return byScope;
-  for (const node of tree.files()) {
-    const list = byScope.get(node.scope);
+  for (const file of tree.plannedFiles()) {
+    const list = byScope.get(file.scope);
     if (list === undefined) continue;
-    list.push({ path: node.path.slice(node.scope.length + 2), size: node.size, mtimeMs: node.planMtimeMs, sha256: node.sha256 });
+    list.push({ path: file.scopePath, size: file.size, mtimeMs: file.planMtimeMs, sha256: file.sha256 });
   }
   return byScope;
 }

@@ -1,0 +1,199 @@
+// A scope of the plan whose nodes are built the first time something needs
+// them: a lookup or a listing inside it, or a walk over every node. Until
+// then the tree holds the scope's snapshot, and what the root and a stat of
+// the scope's directory need (files, bytes, newest mtime, subdirectories),
+// read off the sorted file list in one pass without a string or an object
+// per file. So the mount is ready before any file node exists, and a team
+// the agent never opens never costs its nodes (100 000 files: ~200 ms and
+// most of the tree's memory).
+//
+// Tree.fromPlan defers a scope only when nothing of it can have reached the
+// kernel: the tree being replaced had no such scope and remembers no
+// removed path in it. The nodes built later are exactly those a tree built
+// at once would hold, because the same NodeBuilder builds both; only their
+// inode numbers differ, taken from the lineage's counter when built.
+
+import type { PlanFile, ScopeSnapshot } from '../session/plan.js';
+import type { ScopeName } from '../scope.js';
+import { NodeBuilder, type InoCounter } from './node-builder.js';
+import { DirEntry, NO_PATHS, ROOT_INO, type DirNode, type Owner, type TreeNode } from './tree-nodes.js';
+
+/** A file as the plan lists it, with the scope it belongs to: a file node is one, and so is a file not built yet. */
+export interface PlannedFile {
+  readonly scope: ScopeName;
+  /** Path inside the scope. */
+  readonly scopePath: string;
+  readonly sha256: string;
+  readonly size: number;
+  /** The mtime the plan gave. */
+  readonly planMtimeMs: number;
+}
+
+/** What one pass over a scope's files finds, keeping the files NodeBuilder would keep. */
+export interface ScopeSurvey {
+  readonly fileCount: number;
+  readonly totalBytes: number;
+  /** -Infinity for a scope with no files. */
+  readonly newestMtimeMs: number;
+  /** Directories directly in the scope's directory. */
+  readonly subdirs: number;
+  /** Indexes of files a clash drops (the same path twice, a path below a file); undefined when none. */
+  readonly dropped: ReadonlySet<number> | undefined;
+}
+
+const SLASH = 0x2f;
+
+/**
+ * The pass, or undefined when the files are not sorted by path or a path
+ * is not plain (empty, a leading or trailing `/`, `//`): such a scope is
+ * built at once, where NodeBuilder's own checks apply as they come.
+ */
+export function surveyFiles(files: readonly PlanFile[]): ScopeSurvey | undefined {
+  let fileCount = 0;
+  let totalBytes = 0;
+  let newestMtimeMs = -Infinity;
+  let subdirs = 0;
+  let dropped: Set<number> | undefined;
+  // Kept files, each a prefix of the next: in sorted order these are the only ones a later path can be below.
+  const chain: string[] = [];
+  let previous: string | undefined;
+  let lastTop = '';
+  for (let i = 0; i < files.length; i++) {
+    const file = files[i] as PlanFile;
+    const path = file.path;
+    if (previous !== undefined && path <= previous) {
+      if (path < previous) return undefined;
+      (dropped ??= new Set()).add(i); // the same path again: the first wins
+      continue;
+    }
+    previous = path;
+    if (path.length === 0 || path.charCodeAt(0) === SLASH || path.charCodeAt(path.length - 1) === SLASH || path.includes('//')) return undefined;
+    while (chain.length > 0 && !path.startsWith(chain[chain.length - 1] as string)) chain.pop();
+    const holder = chain[chain.length - 1];
+    if (holder !== undefined && path.charCodeAt(holder.length) === SLASH) {
+      (dropped ??= new Set()).add(i); // below a file: the file came first and wins
+      continue;
+    }
+    chain.push(path);
+    fileCount++;
+    totalBytes += file.size;
+    if (file.mtimeMs > newestMtimeMs) newestMtimeMs = file.mtimeMs;
+    // Files below one top-level directory are contiguous in sorted order: count each once.
+    const slash = path.indexOf('/');
+    if (slash !== -1 && !(lastTop.length === slash + 1 && path.startsWith(lastTop))) {
+      lastTop = path.slice(0, slash + 1);
+      subdirs++;
+    }
+  }
+  return { fileCount, totalBytes, newestMtimeMs, subdirs, dropped };
+}
+
+function sameFiles(a: readonly PlanFile[], b: readonly PlanFile[]): boolean {
+  if (a === b) return true;
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) {
+    const x = a[i] as PlanFile;
+    const y = b[i] as PlanFile;
+    if (x.path !== y.path || x.sha256 !== y.sha256 || x.size !== y.size || x.mtimeMs !== y.mtimeMs) return false;
+  }
+  return true;
+}
+
+/** The scope's directory: its stat is known at once, its listing builds the scope. */
+class PendingScopeDir extends DirEntry {
+  constructor(
+    private readonly pending: PendingScope,
+    ino: number,
+    path: string,
+    scope: ScopeName,
+    mtime: number,
+    nlink: number,
+    owner: Owner,
+  ) {
+    super(ino, path, scope, NO_PATHS, mtime, nlink, owner);
+  }
+  override get names(): readonly string[] {
+    return (this.pending.nodes().get(this.path) as DirNode).names;
+  }
+}
+
+export class PendingScope {
+  readonly scope: ScopeName;
+  readonly fileCount: number;
+  readonly totalBytes: number;
+  /** The scope's directory node, the same object before and after the build. */
+  readonly dir: DirEntry;
+  /** Dropped once built: the nodes then hold everything. */
+  private snapshot: ScopeSnapshot | undefined;
+  private dropped: ReadonlySet<number> | undefined;
+  private built: ReadonlyMap<string, TreeNode> | undefined;
+
+  private constructor(
+    snapshot: ScopeSnapshot,
+    survey: ScopeSurvey,
+    private readonly owner: Owner,
+    private readonly emptyMtime: number,
+    private readonly inos: InoCounter,
+  ) {
+    this.scope = snapshot.scope;
+    this.snapshot = snapshot;
+    this.fileCount = survey.fileCount;
+    this.totalBytes = survey.totalBytes;
+    this.dropped = survey.dropped;
+    const mtime = Math.max(emptyMtime, survey.newestMtimeMs);
+    this.dir = new PendingScopeDir(this, inos.next++, `/${snapshot.scope}`, snapshot.scope, mtime, 2 + survey.subdirs, owner);
+  }
+
+  /** Undefined when the scope must be built at once (surveyFiles). */
+  static defer(snapshot: ScopeSnapshot, owner: Owner, emptyMtime: number, inos: InoCounter): PendingScope | undefined {
+    const survey = surveyFiles(snapshot.files);
+    return survey === undefined ? undefined : new PendingScope(snapshot, survey, owner, emptyMtime, inos);
+  }
+
+  get isBuilt(): boolean {
+    return this.built !== undefined;
+  }
+
+  /**
+   * Whether the next tree may hold this very object for `snapshot`: still
+   * unbuilt (nothing of it reached the kernel), the same files with the
+   * same sizes and mtimes, shown with the same owner and modes.
+   */
+  unbuiltAndSame(snapshot: ScopeSnapshot, owner: Owner, emptyMtime: number): boolean {
+    if (this.snapshot === undefined || emptyMtime !== this.emptyMtime) return false;
+    const o = this.owner;
+    if (owner.uid !== o.uid || owner.gid !== o.gid || owner.fileMode !== o.fileMode || owner.dirMode !== o.dirMode) return false;
+    return snapshot.version === this.snapshot.version && sameFiles(snapshot.files, this.snapshot.files);
+  }
+
+  /** The scope's nodes by mount path, its directory among them; built on the first call. */
+  nodes(): ReadonlyMap<string, TreeNode> {
+    if (this.built === undefined) this.built = this.build(this.snapshot as ScopeSnapshot);
+    return this.built;
+  }
+
+  private build(snapshot: ScopeSnapshot): ReadonlyMap<string, TreeNode> {
+    const builder = new NodeBuilder(this.owner, this.emptyMtime, this.inos, undefined);
+    builder.addScope(snapshot);
+    builder.finishDirs((dirPath) => (dirPath === '/' ? ROOT_INO : dirPath === this.dir.path ? this.dir.ino : undefined));
+    builder.nodes.delete('/'); // the tree's own root stands for it
+    this.snapshot = undefined;
+    this.dropped = undefined;
+    return builder.nodes;
+  }
+
+  /** Every file the scope keeps, without building it. */
+  *plannedFiles(): IterableIterator<PlannedFile> {
+    if (this.built !== undefined) {
+      for (const node of this.built.values()) if (node.kind === 'file') yield node;
+      return;
+    }
+    const { scope, dropped } = this;
+    const files = (this.snapshot as ScopeSnapshot).files;
+    for (let i = 0; i < files.length; i++) {
+      if (dropped?.has(i) === true) continue;
+      const f = files[i] as PlanFile;
+      yield { scope, scopePath: f.path, sha256: f.sha256, size: f.size, planMtimeMs: f.mtimeMs };
+    }
+  }
+}
