@@ -4,7 +4,7 @@
 
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import type { PlanFile } from '../src/core/session/plan.js';
+import { snapshotScope, type PlanFile } from '../src/core/session/plan.js';
 import { sha, treePlan as plan } from './helpers/tree-plan.js';
 import { surveyFiles } from '../src/core/tree/pending-scope.js';
 import { treeChanges } from '../src/core/tree/tree-changes.js';
@@ -105,6 +105,14 @@ describe('deferred scopes', () => {
     expect(surveyFiles([file('b', 1), file('a', 2)])).toBeUndefined();
     for (const odd of ['', '/a', 'a/', 'a//b']) expect(surveyFiles([file(odd, 1)])).toBeUndefined();
     expect(surveyFiles([])).toEqual({ fileCount: 0, totalBytes: 0, newestMtimeMs: -Infinity, subdirs: 0, dropped: undefined });
+  });
+
+  it('a plan listing one scope twice is merged as a build at once merges it', () => {
+    const twice = { ...first, scopes: [...first.scopes, snapshotScope('team_a', [file('README.md', 9), file('z.md', 8)])] };
+    const t = Tree.fromPlan(twice, undefined);
+    expectSameTree(t, Tree.fromPlan(twice, undefined, AT_ONCE));
+    expect((t.get('/team_a/README.md') as FileNode).sha256).toBe(sha(2));
+    expect(t.get('/team_a/z.md')).toBeDefined();
   });
 
   it('property: a deferred tree equals one built at once, clashes included', () => {

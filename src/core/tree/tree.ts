@@ -122,12 +122,14 @@ export class Tree {
     const scopes = [...plan.scopes].sort((a, b) => compareScopes(a.scope, b.scope));
     const pending = new Map<ScopeName, PendingScope>();
     const removedScopes = previous === undefined ? undefined : scopesOf(previous.removed.keys());
+    // A scope listed twice (no control plane sends one) is merged file by file, first wins: only a build at once does that.
+    const defer = opts.deferScopes !== false && scopes.every((s, i) => i === 0 || s.scope !== scopes[i - 1]?.scope);
     let fileCount = 0;
     let totalBytes = 0;
 
     for (const snapshot of scopes) {
       let deferred: PendingScope | undefined;
-      if (opts.deferScopes !== false) {
+      if (defer) {
         const held = previous?.pending.get(snapshot.scope);
         const unseen = previous === undefined || (held === undefined && !previous.nodes.has(`/${snapshot.scope}`) && removedScopes?.has(snapshot.scope) !== true);
         if (held?.unbuiltAndSame(snapshot, owner, emptyMtime) === true) deferred = held;
