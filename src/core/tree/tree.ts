@@ -1,7 +1,8 @@
 // The mount's in-memory tree, built from a plan. Every metadata operation
-// (getattr, readdir, lookup) is one Map lookup here (two inside a scope
-// built on first use): no network, no allocation on the hot path. A node is its own stat object (constant
-// fields are prototype getters), which keeps 100 000 files small.
+// (getattr, readdir, lookup) is one Map lookup here, no network: inside a
+// scope built on first use, one more and a slice of the path for the scope's
+// name, the only allocation on the hot path. A node is its own stat object
+// (constant fields are prototype getters), which keeps 100 000 files small.
 //
 // Layout: `/` lists scopes; `/account/...` and `/team_<id>/...` hold each
 // scope's files. Directories are 0555, files 0444; sizes and mtimes come from
