@@ -16,7 +16,7 @@
 import type { PlanFile, ScopeSnapshot } from '../session/plan.js';
 import type { ScopeName } from '../scope.js';
 import { NodeBuilder, type InoCounter } from './node-builder.js';
-import { DirEntry, NO_PATHS, ROOT_INO, type DirNode, type Owner, type TreeNode } from './tree-nodes.js';
+import { DirEntry, NO_PATHS, type DirNode, type Owner, type TreeNode } from './tree-nodes.js';
 
 /** A file as the plan lists it, with the scope it belongs to: a file node is one, and so is a file not built yet. */
 export interface PlannedFile {
@@ -113,7 +113,7 @@ class PendingScopeDir extends DirEntry {
     super(ino, path, scope, NO_PATHS, mtime, nlink, owner);
   }
   override get names(): readonly string[] {
-    return (this.pending.nodes().get(this.path) as DirNode).names;
+    return this.pending.listing();
   }
 }
 
@@ -127,6 +127,7 @@ export class PendingScope {
   private snapshot: ScopeSnapshot | undefined;
   private dropped: ReadonlySet<number> | undefined;
   private built: ReadonlyMap<string, TreeNode> | undefined;
+  private names: readonly string[] = NO_PATHS;
 
   private constructor(
     snapshot: ScopeSnapshot,
@@ -166,17 +167,26 @@ export class PendingScope {
     return snapshot.version === this.snapshot.version && sameFiles(snapshot.files, this.snapshot.files);
   }
 
-  /** The scope's nodes by mount path, its directory among them; built on the first call. */
+  /** The nodes below the scope's directory by mount path (`dir` stands for the directory itself); built on the first call. */
   nodes(): ReadonlyMap<string, TreeNode> {
     if (this.built === undefined) this.built = this.build(this.snapshot as ScopeSnapshot);
     return this.built;
   }
 
+  /** The scope directory's sorted names (builds the scope). */
+  listing(): readonly string[] {
+    this.nodes();
+    return this.names;
+  }
+
   private build(snapshot: ScopeSnapshot): ReadonlyMap<string, TreeNode> {
     const builder = new NodeBuilder(this.owner, this.emptyMtime, this.inos, undefined);
     builder.addScope(snapshot);
-    builder.finishDirs((dirPath) => (dirPath === '/' ? ROOT_INO : dirPath === this.dir.path ? this.dir.ino : undefined));
-    builder.nodes.delete('/'); // the tree's own root stands for it
+    // The tree's own root and `dir` stand for these two (so they take no number from the counter): keep the listing, not a second node.
+    builder.finishDirs((dirPath) => (dirPath === '/' || dirPath === this.dir.path ? this.dir.ino : undefined));
+    builder.nodes.delete('/');
+    this.names = (builder.nodes.get(this.dir.path) as DirNode).names;
+    builder.nodes.delete(this.dir.path);
     this.snapshot = undefined;
     this.dropped = undefined;
     return builder.nodes;

@@ -122,9 +122,9 @@ export class Tree {
     const builder = new NodeBuilder(owner, emptyMtime, inos, previous === undefined ? undefined : { get: (path) => previous.get(path), removedVersions: (path) => previous.removed.get(path) });
     const scopes = [...plan.scopes].sort((a, b) => compareScopes(a.scope, b.scope));
     const pending = new Map<ScopeName, PendingScope>();
-    const removedScopes = previous === undefined ? undefined : scopesOf(previous.removed.keys());
     // A scope listed twice (no control plane sends one) is merged file by file, first wins: only a build at once does that.
     const defer = opts.deferScopes !== false && scopes.every((s, i) => i === 0 || s.scope !== scopes[i - 1]?.scope);
+    const removedScopes = defer && previous !== undefined ? scopesOf(previous.removed.keys()) : undefined;
     let fileCount = 0;
     let totalBytes = 0;
 
@@ -195,7 +195,7 @@ export class Tree {
     for (const scope of this.pending.values()) {
       yield scope.dir;
       if (!build && !scope.isBuilt) continue;
-      for (const node of scope.nodes().values()) if (node.path !== scope.dir.path) yield node;
+      yield* scope.nodes().values();
     }
   }
 

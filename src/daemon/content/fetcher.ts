@@ -36,6 +36,7 @@
 
 import { KnowledgeError, isKnowledgeError } from '../../core/errors.js';
 import type { ContentCache } from './content-cache.js';
+import type { PlannedFile } from '../../core/tree/tree.js';
 import { sha256Hex } from '../../core/sha256.js';
 import type { ControlClient } from '../control-plane/control-client.js';
 import { abortableSleep } from '../abortable-sleep.js';
@@ -133,13 +134,8 @@ function behindPrefetch(waiter: BatchWaiter, own: () => Promise<Buffer>): Promis
   });
 }
 
-export interface FileRef {
-  readonly scope: string;
-  /** Path inside the scope. */
-  readonly scopePath: string;
-  readonly sha256: string;
-  readonly size: number;
-}
+/** A file to fetch: a planned file's scope, path inside it, sha256 and size (a file node is one). */
+export type FileRef = Pick<PlannedFile, 'scope' | 'scopePath' | 'sha256' | 'size'>;
 
 export interface FetcherOptions {
   readonly client: ControlClient;
