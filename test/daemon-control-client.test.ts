@@ -1,15 +1,16 @@
 // The daemon's HTTP client against a real server on 127.0.0.1:0 whose
 // answers each test scripts: status mapping, retries of idempotent GETs
 // within the deadline, no retry of POSTs, bounded time on hangs, capped
-// bodies, ETag/304, the token only ever in the authorization header,
-// cancellation, one keep-alive connection reused, and batches bounded by
-// inactivity rather than by their whole length.
+// bodies, plans as columns or rows, ETag/304, the token only ever in the
+// authorization header, cancellation, one keep-alive connection reused, and
+// batches bounded by inactivity rather than by their whole length.
 
 import { createHash } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { buildPlan, snapshotScope } from '../src/core/session/plan.js';
+import { ColumnarSnapshot, columnarScope } from '../src/core/session/plan-columns.js';
 import { BATCH_CONTENT_TYPE } from '../src/core/wire.js';
 import { HttpControlClient } from '../src/daemon/control-plane/http-control-client.js';
 import { failure } from './helpers/fake-control-client.js';
@@ -142,7 +143,22 @@ describe('HttpControlClient', () => {
     const plan = await c.plan({ threshold: 100 });
     expect(plan?.version).toBe(PLAN.version);
     expect(await c.plan({ threshold: 100, etag: PLAN.version, waitMs: 1500 })).toBeNull();
-    expect(hits[1]?.url).toBe('/v1/plan?threshold=100&wait=1.5');
+    expect(hits[1]?.url).toBe('/v1/plan?threshold=100&form=columns&wait=1.5');
+  });
+
+  it('plans are asked for as columns, and rows (a control plane that does not know the form) are the same plan', async () => {
+    const columns = { ...PLAN, scopes: PLAN.scopes.map(columnarScope) };
+    let answerRows = false;
+    handler = (req, res) => json(res, 200, !answerRows && new URL(req.url ?? '', url).searchParams.get('form') === 'columns' ? columns : PLAN);
+    const c = client();
+    const fromColumns = await c.plan({ threshold: 100 });
+    expect(fromColumns?.scopes[0]).toBeInstanceOf(ColumnarSnapshot);
+    answerRows = true;
+    const fromRows = await c.plan({ threshold: 100 });
+    for (const p of [fromColumns, fromRows]) {
+      expect(p?.version).toBe(PLAN.version);
+      expect(p?.scopes.map((s) => s.files)).toEqual(PLAN.scopes.map((s) => s.files));
+    }
   });
 
   it('plans are parsed as they arrive: one sent in small pieces is the same plan; a cut one is refused', async () => {

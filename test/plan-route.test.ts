@@ -1,15 +1,16 @@
 // GET /v1/plan's query and headers on an in-process control plane: the
-// default threshold, each malformed `threshold`, `wait` and `known` named
-// word for word, ETag matching (lists, weak tags, `*`), the headers of 200
-// and 304, `known` stubs, bound and mounted teams that have no pack yet, the
-// per-session long-poll cap (which only a request that may wait takes), the
-// open long-polls gauge, and a creator removed from a team reaching a
-// waiting long-poll at once. Long-poll wake-ups across replicas are in
-// server-long-poll.test.ts.
+// default threshold, each malformed `threshold`, `wait`, `known` and `form`
+// named word for word, ETag matching (lists, weak tags, `*`), the headers of
+// 200 and 304, `known` stubs, the columnar form (the same plan as the rows),
+// bound and mounted teams that have no pack yet, the per-session long-poll
+// cap (which only a request that may wait takes), the open long-polls gauge,
+// and a creator removed from a team reaching a waiting long-poll at once.
+// Long-poll wake-ups across replicas are in server-long-poll.test.ts.
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CONTROL_PLANE_METRICS as M } from '../src/core/metrics.js';
 import { DEFAULT_PLAN_THRESHOLD } from '../src/server/http/plan-route.js';
+import { checkPlan } from '../src/daemon/control-plane/wire-check.js';
 import { longPollsWaiting, startControlPlane, type TestControlPlane } from './helpers/control-plane.js';
 import { makeDataDir, removeDataDir, writeDirectory, type DataDirSpec } from './helpers/data-dir.js';
 
@@ -68,6 +69,10 @@ describe('the query', () => {
     const long = `account:${'g'.repeat(200)}`;
     expect(await refusal(token, `?known=${long}`)).toEqual(bad('invalid_argument', `known must list scope:version pairs like ${example}, got "${long.slice(0, 100)}"`));
     expect((await plan(token, '?known=')).status).toBe(200);
+    for (const f of ['ROWS', 'column', '']) {
+      expect(await refusal(token, `?form=${f}`)).toEqual(bad('invalid_argument', `form must be "rows" or "columns", got "${f}"`));
+    }
+    expect(await refusal(token, `?form=${'x'.repeat(300)}`)).toEqual(bad('invalid_argument', `form must be "rows" or "columns", got "${'x'.repeat(100)}"`));
   });
 
   it('sends a scope the daemon names at its version as a stub, and the rest whole', async () => {
@@ -79,6 +84,40 @@ describe('the query', () => {
     const partial = (await (await plan(token, `?known=${known}`)).json()) as PlanBody;
     expect(partial.scopes.find((s) => s.scope === 'account')).toEqual({ scope: 'account', version: account?.version, totalBytes: account?.totalBytes, unchanged: true });
     expect(partial.scopes.find((s) => s.scope === 'team_search')).toEqual(search);
+  });
+});
+
+describe('the columnar form', () => {
+  interface ColumnarBody extends Omit<PlanBody, 'scopes'> {
+    version: string;
+    scopes: (Omit<PlanBody['scopes'][number], 'files'> & { columns?: { paths: string[]; sizes: number[]; mtimesMs: number[]; sha256s: string[] } })[];
+  }
+
+  it('form=columns is the same plan, version and tag as the rows (the default, and form=rows)', async () => {
+    const { token } = await cp.createSession({ kind: 'personal', creator: 'alice' });
+    const rowsRes = await plan(token);
+    const rows = (await rowsRes.json()) as PlanBody & { version: string };
+    expect(await (await plan(token, '?form=rows')).json()).toEqual(rows);
+    const colsRes = await plan(token, '?form=columns');
+    expect(colsRes.headers.get('etag')).toBe(rowsRes.headers.get('etag'));
+    const cols = (await colsRes.json()) as ColumnarBody;
+    expect(cols.version).toBe(rows.version);
+    expect(cols.scopes.every((s) => s.columns !== undefined && !('files' in s))).toBe(true);
+    const asRows = cols.scopes.map(({ columns, ...s }) => ({
+      ...s,
+      files: (columns?.paths ?? []).map((path, i) => ({ path, size: columns?.sizes[i], mtimeMs: columns?.mtimesMs[i], sha256: columns?.sha256s[i] })),
+    }));
+    expect(asRows).toEqual(rows.scopes);
+    expect(checkPlan(cols).scopes.map((s) => s.files)).toEqual(checkPlan(rows).scopes.map((s) => s.files));
+  });
+
+  it('stubs stay stubs: only scopes sent whole come as columns', async () => {
+    const { token } = await cp.createSession({ kind: 'personal', creator: 'alice' });
+    const whole = (await (await plan(token)).json()) as PlanBody;
+    const account = whole.scopes.find((s) => s.scope === 'account');
+    const partial = (await (await plan(token, `?form=columns&known=account:${account?.version.slice(0, 16)}`)).json()) as ColumnarBody;
+    expect(partial.scopes.find((s) => s.scope === 'account')).toEqual({ scope: 'account', version: account?.version, totalBytes: account?.totalBytes, unchanged: true });
+    expect(partial.scopes.find((s) => s.scope === 'team_search')?.columns?.paths).toEqual(['DUTY.md']);
   });
 });
 

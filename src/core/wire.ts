@@ -6,7 +6,8 @@
 //   DELETE /v1/admin/sessions/<id>       admin token   → 204 (the runner token stops working)
 //   GET    /v1/session                   runner token  → SessionView
 //   GET    /v1/plan?threshold=N[&wait=S] runner token  → Plan (ETag "<version>"; If-None-Match → 304;
-//                                                         wait holds a 304 up to S seconds, long-poll)
+//                                                         wait holds a 304 up to S seconds, long-poll;
+//                                                         known=… stubs; form=columns, plan-columns.ts)
 //   GET    /v1/files/<scope>/<path>      runner token  → raw bytes, header x-kfs-sha256 (action "open")
 //   GET    /v1/grants/<scope>            runner token  → GrantResponse                  (action "open")
 //   POST   /v1/batch                     runner token  BatchRequest → 200 batch stream  (action "open", once per batch)

@@ -5,9 +5,12 @@
 // are recorded where 0.1.0 does not count them), also on one the build before
 // this scheme migrated once this release has moved those records; a contract
 // step stops it. Sessions created on either release, used, mounted and
-// revoked on the other, are seen and refused by both within the bound.
+// revoked on the other, are seen and refused by both within the bound; this
+// release's mount daemon takes the same plan from both (rows from 0.1.0).
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ColumnarSnapshot } from '../../src/core/session/plan-columns.js';
+import { HttpControlClient } from '../../src/daemon/control-plane/http-control-client.js';
 import { CONTRACT_TABLE, EXPAND_TABLE, loadMigrations } from '../../src/server/state/postgres/pg-migrations.js';
 import { makeDataDir, removeDataDir } from '../helpers/data-dir.js';
 import { spawnControlPlane, startControlPlane, type SpawnedControlPlane, type TestControlPlane } from '../helpers/control-plane.js';
@@ -120,6 +123,21 @@ describe(`rolling upgrade from the previous release`, () => {
     // Created on this release (its `created` notification is new to 0.1.0): used on the previous one.
     const newer = await next.createSession({ kind: 'personal', creator: 'alice' });
     expect(await sessionStatus(prev.url, newer.token)).toBe(200);
+    // This release's mount daemon asks for the plan as columns: the previous release answers rows, which it takes, and both are one plan.
+    const plans = [];
+    for (const cp of [prev, next]) {
+      const client = new HttpControlClient({ serverUrl: cp.url, token: older.token, requestTimeoutMs: 5_000 });
+      try {
+        plans.push(await client.plan({ threshold: 1_000_000 }));
+      } finally {
+        await client.close();
+      }
+    }
+    const [fromPrevious, fromThis] = plans;
+    expect(fromPrevious?.scopes.some((sc) => sc instanceof ColumnarSnapshot)).toBe(false);
+    expect(fromThis?.scopes.every((sc) => sc instanceof ColumnarSnapshot)).toBe(true);
+    expect(fromThis?.version).toBe(fromPrevious?.version);
+    expect(fromThis?.scopes.map((sc) => [sc.scope, sc.version, sc.files])).toEqual(fromPrevious?.scopes.map((sc) => [sc.scope, sc.version, sc.files]));
 
     await revokeAndExpectRefusedBy(next, older, [prev, next]);
     await revokeAndExpectRefusedBy(prev, newer, [prev, next]);

@@ -55,10 +55,20 @@ function sortedByPath<T extends Pick<PlanFile, 'path'>>(files: readonly T[]): re
 const HASH_PIECE = 64 * 1024;
 
 export function scopeVersion(files: readonly Pick<PlanFile, 'path' | 'sha256'>[]): string {
+  const sorted = sortedByPath(files);
+  return sortedScopeVersion(
+    sorted.length,
+    (i) => (sorted[i] as PlanFile).path,
+    (i) => (sorted[i] as PlanFile).sha256,
+  );
+}
+
+/** scopeVersion of files already sorted by path, read by index (a plan's columns need no object per file). */
+export function sortedScopeVersion(count: number, path: (i: number) => string, sha256: (i: number) => string): string {
   const hash = createHash('sha256');
   let piece = '';
-  for (const f of sortedByPath(files)) {
-    piece += `${f.path}\0${f.sha256}\n`;
+  for (let i = 0; i < count; i++) {
+    piece += `${path(i)}\0${sha256(i)}\n`;
     // Stryker disable next-line ConditionalExpression,EqualityOperator: where the text is cut into pieces does not change the digest
     if (piece.length >= HASH_PIECE) {
       hash.update(piece);

@@ -4,6 +4,7 @@
 // header: first name wins, the page-cache rule, inode numbers).
 
 import type { ScopeSnapshot } from '../session/plan.js';
+import { fileTable } from '../session/plan-columns.js';
 import type { ScopeName } from '../scope.js';
 import { type DirBuild, DirEntry, FileEntry, type FileVersion, type Owner, type TreeNode, NO_HISTORY, bumpDirMtimes, reportedVersion } from './tree-nodes.js';
 
@@ -64,9 +65,11 @@ export class NodeBuilder {
     // Files come sorted, so most share the previous file's directory: no slice or lookup for those.
     let lastDirPath = '';
     let lastDir: DirBuild | undefined;
-    for (const file of snapshot.files) {
+    // By index, whichever form the files came in: columns (plan-columns.ts) never become one object per file.
+    const files = fileTable(snapshot);
+    for (let i = 0; i < files.length; i++) {
       // join builds a flat string (a template literal keeps a cons string plus its flattened copy).
-      const path = [scopeDir, file.path].join('/');
+      const path = [scopeDir, files.path(i)].join('/');
       if (nodes.has(path) || dirs.has(path)) continue; // a name both file and dir: first wins
       const slash = path.lastIndexOf('/');
       if (slash !== lastDirPath.length || !path.startsWith(lastDirPath)) {
@@ -75,25 +78,28 @@ export class NodeBuilder {
       }
       const dir = lastDir;
       if (dir === undefined) continue;
+      const sha256 = files.sha256(i);
+      const size = files.size(i);
+      const planMtimeMs = files.mtimeMs(i);
       const prevNode = previous?.get(path);
       const prev = prevNode?.kind === 'file' ? prevNode : undefined;
-      if (prev !== undefined && prev.sha256 === file.sha256 && prev.planMtimeMs === file.mtimeMs && prev.size === file.size && prev.stat.uid === owner.uid && prev.stat.gid === owner.gid && prev.stat.mode === owner.fileMode) {
+      if (prev !== undefined && prev.sha256 === sha256 && prev.planMtimeMs === planMtimeMs && prev.size === size && prev.stat.uid === owner.uid && prev.stat.gid === owner.gid && prev.stat.mode === owner.fileMode) {
         // Unchanged: the node is immutable, reuse it.
         nodes.set(path, prev);
         dir.names.push(path.slice(slash + 1));
         this.fileCount++;
-        this.totalBytes += file.size;
+        this.totalBytes += size;
         bumpDirMtimes(dir, prev.mtimeMs);
         continue;
       }
       const remembered = prev === undefined ? (previous?.removedVersions(path) ?? NO_HISTORY) : NO_HISTORY;
       const last = prev ?? remembered[0];
-      if (last !== undefined && last.sha256 !== file.sha256) this.changedPaths.push(path);
-      const { mtimeMs, history } = reportedVersion(file, prev, remembered);
-      nodes.set(path, new FileEntry(this.inos.next++, path, snapshot.scope, file.sha256, file.size, mtimeMs, file.mtimeMs, history, owner));
+      if (last !== undefined && last.sha256 !== sha256) this.changedPaths.push(path);
+      const { mtimeMs, history } = reportedVersion({ sha256, size, mtimeMs: planMtimeMs }, prev, remembered);
+      nodes.set(path, new FileEntry(this.inos.next++, path, snapshot.scope, sha256, size, mtimeMs, planMtimeMs, history, owner));
       dir.names.push(path.slice(slash + 1));
       this.fileCount++;
-      this.totalBytes += file.size;
+      this.totalBytes += size;
       bumpDirMtimes(dir, mtimeMs);
     }
   }

@@ -13,7 +13,8 @@
 // at once would hold, because the same NodeBuilder builds both; only their
 // inode numbers differ, taken from the lineage's counter when built.
 
-import type { PlanFile, ScopeSnapshot } from '../session/plan.js';
+import type { ScopeSnapshot } from '../session/plan.js';
+import { fileTable, type FileTable } from '../session/plan-columns.js';
 import type { ScopeName } from '../scope.js';
 import { NodeBuilder, type InoCounter } from './node-builder.js';
 import { DirEntry, NO_PATHS, type DirNode, type Owner, type TreeNode } from './tree-nodes.js';
@@ -48,7 +49,7 @@ const SLASH = 0x2f;
  * is not plain (empty, a leading or trailing `/`, `//`): such a scope is
  * built at once, where NodeBuilder's own checks apply as they come.
  */
-export function surveyFiles(files: readonly PlanFile[]): ScopeSurvey | undefined {
+export function surveyFiles(files: FileTable): ScopeSurvey | undefined {
   let fileCount = 0;
   let totalBytes = 0;
   let newestMtimeMs = -Infinity;
@@ -59,8 +60,7 @@ export function surveyFiles(files: readonly PlanFile[]): ScopeSurvey | undefined
   let previous: string | undefined;
   let lastTop = '';
   for (let i = 0; i < files.length; i++) {
-    const file = files[i] as PlanFile;
-    const path = file.path;
+    const path = files.path(i);
     if (previous !== undefined && path <= previous) {
       if (path < previous) return undefined;
       (dropped ??= new Set()).add(i); // the same path again: the first wins
@@ -76,8 +76,9 @@ export function surveyFiles(files: readonly PlanFile[]): ScopeSurvey | undefined
     }
     chain.push(path);
     fileCount++;
-    totalBytes += file.size;
-    if (file.mtimeMs > newestMtimeMs) newestMtimeMs = file.mtimeMs;
+    totalBytes += files.size(i);
+    const mtimeMs = files.mtimeMs(i);
+    if (mtimeMs > newestMtimeMs) newestMtimeMs = mtimeMs;
     // Files below one top-level directory are contiguous in sorted order: count each once.
     const slash = path.indexOf('/');
     if (slash !== -1 && !(lastTop.length === slash + 1 && path.startsWith(lastTop))) {
@@ -88,13 +89,13 @@ export function surveyFiles(files: readonly PlanFile[]): ScopeSurvey | undefined
   return { fileCount, totalBytes, newestMtimeMs, subdirs, dropped };
 }
 
-function sameFiles(a: readonly PlanFile[], b: readonly PlanFile[]): boolean {
-  if (a === b) return true;
+function sameFiles(x: ScopeSnapshot, y: ScopeSnapshot): boolean {
+  if (x === y) return true;
+  const a = fileTable(x);
+  const b = fileTable(y);
   if (a.length !== b.length) return false;
   for (let i = 0; i < a.length; i++) {
-    const x = a[i] as PlanFile;
-    const y = b[i] as PlanFile;
-    if (x.path !== y.path || x.sha256 !== y.sha256 || x.size !== y.size || x.mtimeMs !== y.mtimeMs) return false;
+    if (a.path(i) !== b.path(i) || a.sha256(i) !== b.sha256(i) || a.size(i) !== b.size(i) || a.mtimeMs(i) !== b.mtimeMs(i)) return false;
   }
   return true;
 }
@@ -147,7 +148,7 @@ export class PendingScope {
 
   /** Undefined when the scope must be built at once (surveyFiles). */
   static defer(snapshot: ScopeSnapshot, owner: Owner, emptyMtime: number, inos: InoCounter): PendingScope | undefined {
-    const survey = surveyFiles(snapshot.files);
+    const survey = surveyFiles(fileTable(snapshot));
     return survey === undefined ? undefined : new PendingScope(snapshot, survey, owner, emptyMtime, inos);
   }
 
@@ -164,7 +165,7 @@ export class PendingScope {
     if (this.snapshot === undefined || emptyMtime !== this.emptyMtime) return false;
     const o = this.owner;
     if (owner.uid !== o.uid || owner.gid !== o.gid || owner.fileMode !== o.fileMode || owner.dirMode !== o.dirMode) return false;
-    return snapshot.version === this.snapshot.version && sameFiles(snapshot.files, this.snapshot.files);
+    return snapshot.version === this.snapshot.version && sameFiles(snapshot, this.snapshot);
   }
 
   /** The nodes below the scope's directory by mount path (`dir` stands for the directory itself); built on the first call. */
@@ -199,11 +200,10 @@ export class PendingScope {
       return;
     }
     const { scope, dropped } = this;
-    const files = (this.snapshot as ScopeSnapshot).files;
+    const files = fileTable(this.snapshot as ScopeSnapshot);
     for (let i = 0; i < files.length; i++) {
       if (dropped?.has(i) === true) continue;
-      const f = files[i] as PlanFile;
-      yield { scope, scopePath: f.path, sha256: f.sha256, size: f.size, planMtimeMs: f.mtimeMs };
+      yield { scope, scopePath: files.path(i), sha256: files.sha256(i), size: files.size(i), planMtimeMs: files.mtimeMs(i) };
     }
   }
 }

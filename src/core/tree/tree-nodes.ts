@@ -206,7 +206,7 @@ export class DirEntry implements DirNode, NodeStat {
  * replaces (if any) or the versions remembered for a removed path.
  */
 export function reportedVersion(
-  file: PlanFile,
+  file: Pick<PlanFile, 'sha256' | 'size' | 'mtimeMs'>,
   previous: FileNode | undefined,
   remembered: readonly FileVersion[],
 ): { mtimeMs: number; history: readonly FileVersion[] } {

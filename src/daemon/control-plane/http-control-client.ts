@@ -40,6 +40,7 @@ import { newRequestId, REQUEST_ID_HEADER } from '../../core/request-id.js';
 import { KnowledgeError, isKnowledgeError } from '../../core/errors.js';
 import { sha256Hex } from '../../core/sha256.js';
 import { formatKnownScopes, type KnownScope, type Plan, type PlanChanges } from '../../core/session/plan.js';
+import { PLAN_FORM_COLUMNS } from '../../core/session/plan-columns.js';
 import { parseBatchStream, type BatchItem } from './batch-stream.js';
 import type { BatchOptions, ControlClient, FileBody, PlanRequest } from './control-client.js';
 import { JsonStreamParser } from './json-stream.js';
@@ -155,7 +156,8 @@ export class HttpControlClient implements ControlClient {
   /** GET /v1/plan (long-poll, ETag) → the body `check` accepts, or null for a 304. */
   private async planBody<T>(req: PlanRequest, query: string, check: (body: unknown) => T): Promise<T | null> {
     const waitMs = req.waitMs ?? 0;
-    let path = `/v1/plan?threshold=${req.threshold}${query}`;
+    // Columns: half the tokens to parse. A control plane that does not know the form answers rows, also accepted.
+    let path = `/v1/plan?threshold=${req.threshold}&form=${PLAN_FORM_COLUMNS}${query}`;
     if (waitMs > 0) path += `&wait=${(waitMs / 1000).toFixed(3).replace(/\.?0+$/, '')}`;
     const headers: Record<string, string> = {};
     if (req.etag !== undefined && req.etag !== '') headers['if-none-match'] = `"${req.etag}"`;

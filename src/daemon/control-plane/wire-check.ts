@@ -4,7 +4,8 @@
 
 import { KnowledgeError } from '../../core/errors.js';
 import { packPathProblem } from '../../core/paths.js';
-import { planVersion, scopeVersion, type Plan, type PlanChanges, type PlanFile, type ScopeSnapshot, type UnchangedScope } from '../../core/session/plan.js';
+import { planVersion, scopeVersion, sortedScopeVersion, type Plan, type PlanChanges, type PlanFile, type ScopeSnapshot, type UnchangedScope } from '../../core/session/plan.js';
+import { ColumnarSnapshot, type FileColumns } from '../../core/session/plan-columns.js';
 import { parseScope } from '../../core/scope.js';
 import { isSha256 } from '../../core/sha256.js';
 import type { CanLoadAnswer, CanLoadRefusal, CanLoadRequest, CanLoadResponse, GrantResponse, ManifestResponse, ReadPage, ReadResponse, ReminderResponse, SessionView } from '../../core/wire.js';
@@ -36,11 +37,49 @@ function checkFile(v: unknown): PlanFile {
   return { path, size, mtimeMs: Math.floor(mtimeMs), sha256 };
 }
 
+/**
+ * A scope's file columns (`form=columns`), each value checked as a row's
+ * is, and the paths sorted (the rows' order, which the version is hashed
+ * in). No object per file is made here (ColumnarSnapshot).
+ */
+function checkColumns(v: unknown): FileColumns {
+  if (!isObject(v)) bad('plan (file columns)');
+  const { paths, sizes, mtimesMs, sha256s } = v;
+  if (!Array.isArray(paths) || !Array.isArray(sizes) || !Array.isArray(mtimesMs) || !Array.isArray(sha256s)) bad('plan (file columns)');
+  const n = paths.length;
+  if (sizes.length !== n || mtimesMs.length !== n || sha256s.length !== n) bad('plan (file columns of different lengths)');
+  let whole = true;
+  let previous = '';
+  for (let i = 0; i < n; i++) {
+    const path: unknown = paths[i];
+    const mtimeMs: unknown = mtimesMs[i];
+    if (typeof path !== 'string' || !pathOk(path)) bad('plan (file path)');
+    if (path < previous) bad('plan (file columns not sorted by path)');
+    previous = path;
+    if (!isCount(sizes[i])) bad('plan (file size)');
+    if (typeof mtimeMs !== 'number' || !Number.isFinite(mtimeMs) || mtimeMs < 0) bad('plan (file mtime)');
+    whole &&= Number.isInteger(mtimeMs);
+    if (!isSha256(sha256s[i])) bad('plan (file sha256)');
+  }
+  // Whole milliseconds, as checkFile makes them: the usual case keeps the array as it came.
+  const mtimes = whole ? (mtimesMs as number[]) : (mtimesMs as number[]).map(Math.floor);
+  return { paths: paths as string[], sizes: sizes as number[], mtimesMs: mtimes, sha256s: sha256s as string[] };
+}
+
 function checkScope(v: unknown): ScopeSnapshot {
   if (!isObject(v)) bad('plan (scope)');
-  const { scope, version, totalBytes, files } = v;
+  const { scope, version, totalBytes, files, columns } = v;
   if (typeof scope !== 'string' || parseScope(scope) === null) bad('plan (scope name)');
-  if (typeof version !== 'string' || !isCount(totalBytes) || !Array.isArray(files)) bad('plan (scope fields)');
+  if (typeof version !== 'string' || !isCount(totalBytes)) bad('plan (scope fields)');
+  // Rows (`files`) or columns, never both: a scope must not say two things about its files.
+  const asRows = Array.isArray(files) && columns === undefined;
+  if (!asRows && (files !== undefined || columns === undefined)) bad('plan (scope fields)');
+  if (!asRows) {
+    const c = checkColumns(columns);
+    const hashed = sortedScopeVersion(c.paths.length, (i) => c.paths[i] as string, (i) => c.sha256s[i] as string);
+    if (hashed !== version) bad('plan (scope version does not match its files)');
+    return new ColumnarSnapshot(scope, version, totalBytes, c);
+  }
   const checked = files.map(checkFile);
   // The version hashes every (path, sha256): a byte changed on the way (a
   // flipped file name still parses) must not become a phantom entry.

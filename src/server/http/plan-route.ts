@@ -23,12 +23,17 @@
 // (`"unchanged": true`), so a plan that changed in one scope (a new mount, an
 // edit) costs that scope, not the whole plan. Nothing else depends on it: the
 // version, ETag and long-poll are the full plan's.
+//
+// `form=columns` sends each scope's files as columns (plan-columns.ts): no
+// keys to parse and no object per file for the mount daemon, which asks for
+// them; anything else gets rows unless it asks.
 
 import { KnowledgeError } from '../../core/errors.js';
 import { CONTROL_PLANE_METRICS } from '../../core/metrics.js';
 import type { ErrorBody } from '../../core/wire.js';
 import type { Decision } from '../../core/session/policy.js';
 import { buildPlan, KNOWN_VERSION_PREFIX, snapshotScope, type Plan, type ScopeSnapshot, type UnchangedScope } from '../../core/session/plan.js';
+import { columnarScope, PLAN_FORM_COLUMNS } from '../../core/session/plan-columns.js';
 import { parseScope, teamScope } from '../../core/scope.js';
 import { empty, jsonResponse, rawJsonResponse, type ApiRequest, type ApiResponse } from './api.js';
 import { audit, boundScopes, decider, type RouteContext } from '../context.js';
@@ -37,15 +42,27 @@ import type { SessionRecord } from '../state/session-state.js';
 
 export const DEFAULT_PLAN_THRESHOLD = 256 * 1024 * 1024;
 
-// A scope's JSON, encoded once per snapshot: a 100 000-file plan is 16 MB, and
-// building and encoding it again for every runner cost more than the rest of
-// the request.
-const scopeJson = new WeakMap<ScopeSnapshot, Buffer>();
+export type PlanForm = 'rows' | typeof PLAN_FORM_COLUMNS;
+
+// A scope's JSON, encoded once per snapshot and form: a 100 000-file plan is
+// 16 MB, and building and encoding it again for every runner cost more than
+// the rest of the request.
+const scopeJson: Record<PlanForm, WeakMap<ScopeSnapshot, Buffer>> = { rows: new WeakMap(), columns: new WeakMap() };
 const COMMA = Buffer.from(',');
 const PLAN_END = Buffer.from(']}');
 
+function encodeScope(s: ScopeSnapshot, form: PlanForm): Buffer {
+  const cache = scopeJson[form];
+  let json = cache.get(s);
+  if (json === undefined) {
+    json = Buffer.from(JSON.stringify(form === PLAN_FORM_COLUMNS ? columnarScope(s) : s));
+    cache.set(s, json);
+  }
+  return json;
+}
+
 /** The plan's JSON as pieces sent one after another (no 16 MB copy per answer). */
-function serializePlan(plan: Plan, known: ReadonlyMap<string, string>): Buffer[] {
+function serializePlan(plan: Plan, known: ReadonlyMap<string, string>, form: PlanForm): Buffer[] {
   const head = JSON.stringify({
     sessionId: plan.sessionId,
     version: plan.version,
@@ -61,12 +78,7 @@ function serializePlan(plan: Plan, known: ReadonlyMap<string, string>): Buffer[]
       parts.push(Buffer.from(JSON.stringify({ scope: s.scope, version: s.version, totalBytes: s.totalBytes, unchanged: true } satisfies UnchangedScope)));
       continue;
     }
-    let json = scopeJson.get(s);
-    if (json === undefined) {
-      json = Buffer.from(JSON.stringify(s));
-      scopeJson.set(s, json);
-    }
-    parts.push(json);
+    parts.push(encodeScope(s, form));
   }
   parts.push(PLAN_END);
   return parts;
@@ -109,6 +121,12 @@ export function parseThreshold(text: string | null): number {
   return Number(text);
 }
 
+export function parsePlanForm(text: string | null): PlanForm {
+  if (text === null || text === 'rows') return 'rows';
+  if (text === PLAN_FORM_COLUMNS) return PLAN_FORM_COLUMNS;
+  throw new KnowledgeError('invalid_argument', `form must be "rows" or "${PLAN_FORM_COLUMNS}", got "${text.slice(0, 100)}"`);
+}
+
 function parseWait(text: string | null, maxMs: number): number {
   if (text === null) return 0;
   if (!/^\d+(\.\d+)?$/.test(text)) throw new KnowledgeError('invalid_argument', `wait must be a number of seconds, got "${text}"`);
@@ -143,6 +161,7 @@ export async function planRoute(ctx: RouteContext, session: SessionRecord, req: 
   const threshold = parseThreshold(req.query.get('threshold'));
   const waitMs = parseWait(req.query.get('wait'), ctx.options.maxWaitMs);
   const known = parseKnown(req.query.get('known'));
+  const form = parsePlanForm(req.query.get('form'));
   // A request that may wait holds a long-poll from before its first plan, so no change in between is missed.
   const poll = waitMs > 0 && req.ifNoneMatch !== undefined ? ctx.wakeups.begin(session.id) : undefined;
   if (poll === null) {
@@ -179,7 +198,7 @@ export async function planRoute(ctx: RouteContext, session: SessionRecord, req: 
       if (unchanged) return empty(304, { etag, 'cache-control': 'no-cache' });
     }
     for (const d of decisions) audit(ctx, session, 'plan', d);
-    return rawJsonResponse(200, serializePlan(plan, known), { etag, 'cache-control': 'no-cache' });
+    return rawJsonResponse(200, serializePlan(plan, known, form), { etag, 'cache-control': 'no-cache' });
   } finally {
     poll?.end();
   }
