@@ -49,6 +49,16 @@ describe('the columnar form', () => {
     expect(s.files).toBe(s.files);
   });
 
+  it('takes a path twice and an mtime of 0, as rows are taken', () => {
+    const odd: PlanFile[] = [
+      { path: 'DUTY.md', size: 3, mtimeMs: 0, sha256: sha(1) },
+      { path: 'DUTY.md', size: 4, mtimeMs: 5, sha256: sha(2) },
+    ];
+    const rows = buildPlan({ sessionId: 'ses_1', threshold: 100, loadable: [snapshotScope('account', odd)], boundTeam: undefined, mounted: [] });
+    const columns = JSON.parse(JSON.stringify({ ...rows, scopes: rows.scopes.map(columnarScope) })) as unknown;
+    expect(checkPlan(columns).scopes.map(plain)).toEqual(checkPlan(JSON.parse(JSON.stringify(rows))).scopes.map(plain));
+  });
+
   it('floors fractional mtimes as rows are floored, and keeps whole ones as they came', () => {
     const fractional = withColumns((c) => (c.mtimesMs = [1_000.75, 2_000, 3_000.5]));
     expect((checkPlan(fractional).scopes[0] as ScopeSnapshot).files.map((f) => f.mtimeMs)).toEqual([1_000, 2_000, 3_000]);
@@ -61,7 +71,10 @@ describe('the columnar form', () => {
     ['columns not an object', withScope((s) => (s.columns = 'all of them')), /plan \(file columns\)$/],
     ['a column missing', withColumns((c) => delete c.sha256s), /plan \(file columns\)$/],
     ['a column not an array', withColumns((c) => (c.sizes = { 0: 3 } as unknown as unknown[])), /plan \(file columns\)$/],
-    ['columns of different lengths', withColumns((c) => c.sizes?.pop()), /file columns of different lengths/],
+    ['columns null', withScope((s) => (s.columns = null)), /plan \(file columns\)$/],
+    ['sizes shorter than paths', withColumns((c) => c.sizes?.pop()), /file columns of different lengths/],
+    ['mtimes shorter than paths', withColumns((c) => c.mtimesMs?.pop()), /file columns of different lengths/],
+    ['sha256s longer than paths', withColumns((c) => c.sha256s?.push(sha(4))), /file columns of different lengths/],
     ['paths not sorted', withColumns((c) => c.paths?.reverse()), /not sorted by path/],
     ['a path that climbs out', withColumns((c) => (c.paths = ['../etc/passwd', 'runbooks/db.md', 'runbooks/ü b.md'])), /plan \(file path\)/],
     ['a path not a string', withColumns((c) => (c.paths = [7, 'runbooks/db.md', 'runbooks/ü b.md'])), /plan \(file path\)/],
@@ -69,6 +82,12 @@ describe('the columnar form', () => {
     ['a fractional size', withColumns((c) => (c.sizes = [3, 0.5, 9])), /plan \(file size\)/],
     ['a negative mtime', withColumns((c) => (c.mtimesMs = [1_000, 2_000, -1])), /plan \(file mtime\)/],
     ['an mtime that is not a number', withColumns((c) => (c.mtimesMs = [1_000, null, 3_000])), /plan \(file mtime\)/],
+    ['an mtime in a string', withColumns((c) => (c.mtimesMs = [1_000, '2000', 3_000])), /plan \(file mtime\)/],
+    ['a scope that is not an object', { ...columnsBody(), scopes: ['account'] }, /plan \(scope\)$/],
+    ['a scope name that is not one', withScope((s) => (s.scope = 'teams')), /plan \(scope name\)/],
+    ['a scope name that is not a string', withScope((s) => (s.scope = 7)), /plan \(scope name\)/],
+    ['a version that is not a string', withScope((s) => (s.version = 7)), /plan \(scope fields\)/],
+    ['a negative totalBytes', withScope((s) => (s.totalBytes = -1)), /plan \(scope fields\)/],
     ['a sha256 that is not one', withColumns((c) => (c.sha256s = [sha(1), 'x'.repeat(64), sha(3)])), /plan \(file sha256\)/],
   ];
   it.each(refusals)('refuses %s as unavailable, naming it', (_name, body, message) => {
@@ -103,5 +122,8 @@ describe('the columnar form', () => {
     });
     for (const body of [both, neither, rowsNotAList]) expect(() => checkPlan(body)).toThrow(/invalid plan \(scope fields\)/);
     expect(checkPlan(rows).scopes.map(plain)).toEqual(ROWS.scopes.map(plain));
+    const flippedRow = JSON.parse(JSON.stringify(ROWS)) as { scopes: { files: { sha256: string }[] }[] };
+    (flippedRow.scopes[0]?.files[1] as { sha256: string }).sha256 = sha(9);
+    expect(() => checkPlan(flippedRow)).toThrow(/invalid plan \(scope version does not match its files\)/);
   });
 });

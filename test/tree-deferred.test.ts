@@ -4,7 +4,7 @@
 
 import fc from 'fast-check';
 import { describe, expect, it, vi } from 'vitest';
-import { snapshotScope, type Plan, type PlanFile } from '../src/core/session/plan.js';
+import { snapshotScope, type Plan, type PlanFile, type ScopeSnapshot } from '../src/core/session/plan.js';
 import { ColumnarSnapshot, fileTable, toColumns } from '../src/core/session/plan-columns.js';
 import { sha, treePlan as plan } from './helpers/tree-plan.js';
 import { surveyFiles } from '../src/core/tree/pending-scope.js';
@@ -120,6 +120,27 @@ describe('deferred scopes', () => {
     } finally {
       rowsRead.mockRestore();
     }
+  });
+
+  it('a later plan at the same version keeps an unbuilt scope only with the same sizes, mtimes and order, in either form', () => {
+    const touched = (mtimeMs: number, size: number) =>
+      plan({ account: [file('DUTY.md', 1, 5)], team_a: [file('README.md', 2, size, mtimeMs), file('runbooks/x.md', 3)], team_b: [file('a/b/c.md', 4, 9, 3_000_000)] });
+    for (const form of [(p: Plan) => p, columnar]) {
+      // A fresh tree each time: a scope not kept is built against the old tree's, which builds that one.
+      const after = (p: Plan) => Tree.fromPlan(form(p), Tree.fromPlan(form(first), undefined));
+      const later = touched(2_500_000, 7);
+      expect(later.scopes[1]?.version).toBe(first.scopes[1]?.version);
+      expect(after(later).get('/team_a/README.md')?.stat).toMatchObject({ mtime: 2_500_000, size: 7 });
+      expect(after(touched(2_000_000, 8)).get('/team_a/README.md')?.stat).toMatchObject({ mtime: 2_000_000, size: 8 });
+      expect(after(touched(2_000_000, 7)).unbuiltScopes()).toEqual(['account', 'team_a', 'team_b']);
+    }
+    // The same files as rows out of order, sizes swapped: the version is the same, the files are not.
+    const t = Tree.fromPlan(plan({ team_a: [file('a', 1, 1), file('b', 2, 2)] }), undefined);
+    const swapped = plan({ team_a: [file('a', 1, 1), file('b', 2, 2)] });
+    const team = swapped.scopes.find((s) => s.scope === 'team_a') as ScopeSnapshot;
+    const reordered = { ...swapped, scopes: swapped.scopes.map((s) => (s === team ? { ...s, files: [file('b', 2, 1), file('a', 1, 2)] } : s)) };
+    const next = Tree.fromPlan(reordered, t);
+    expect([next.get('/team_a/a')?.stat.size, next.get('/team_a/b')?.stat.size]).toEqual([2, 1]);
   });
 
   it('the scope directory is the same node, with the same inode, before and after its build', () => {

@@ -23,6 +23,8 @@ function bad(what: string): never {
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 const isCount = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
+/** A plan mtime: finite and not negative (fractions are floored later). */
+const isMtime = (v: unknown): v is number => Number.isFinite(v) && (v as number) >= 0;
 const isStringArray = (v: unknown): v is string[] => Array.isArray(v) && v.every((x) => typeof x === 'string');
 
 function checkFile(v: unknown): PlanFile {
@@ -30,7 +32,7 @@ function checkFile(v: unknown): PlanFile {
   const { path, size, mtimeMs, sha256 } = v;
   if (typeof path !== 'string' || !pathOk(path)) bad('plan (file path)');
   if (!isCount(size)) bad('plan (file size)');
-  if (typeof mtimeMs !== 'number' || !Number.isFinite(mtimeMs) || mtimeMs < 0) bad('plan (file mtime)');
+  if (!isMtime(mtimeMs)) bad('plan (file mtime)');
   if (!isSha256(sha256)) bad('plan (file sha256)');
   // The entry itself when it is already exact (the usual case): 100 000 copies are not free.
   if (Number.isInteger(mtimeMs)) return v as unknown as PlanFile;
@@ -57,7 +59,7 @@ function checkColumns(v: unknown): FileColumns {
     if (path < previous) bad('plan (file columns not sorted by path)');
     previous = path;
     if (!isCount(sizes[i])) bad('plan (file size)');
-    if (typeof mtimeMs !== 'number' || !Number.isFinite(mtimeMs) || mtimeMs < 0) bad('plan (file mtime)');
+    if (!isMtime(mtimeMs)) bad('plan (file mtime)');
     whole &&= Number.isInteger(mtimeMs);
     if (!isSha256(sha256s[i])) bad('plan (file sha256)');
   }
