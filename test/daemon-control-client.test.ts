@@ -1,7 +1,7 @@
 // The daemon's HTTP client against a real server on 127.0.0.1:0 whose
 // answers each test scripts: status mapping, retries of idempotent GETs
 // within the deadline, no retry of POSTs, bounded time on hangs, capped
-// bodies, plans as columns or rows, ETag/304, the token only ever in the
+// bodies, plans packed, as columns or as rows, ETag/304, the token only ever in the
 // authorization header, cancellation, one keep-alive connection reused, and
 // batches bounded by inactivity rather than by their whole length.
 
@@ -11,6 +11,8 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { buildPlan, snapshotScope } from '../src/core/session/plan.js';
 import { ColumnarSnapshot, columnarScope } from '../src/core/session/plan-columns.js';
+import { PACKED_PLAN_TYPE } from '../src/core/session/plan-packed.js';
+import { serializePackedPlan } from '../src/server/http/plan-route.js';
 import { BATCH_CONTENT_TYPE } from '../src/core/wire.js';
 import { HttpControlClient } from '../src/daemon/control-plane/http-control-client.js';
 import { failure } from './helpers/fake-control-client.js';
@@ -161,6 +163,36 @@ describe('HttpControlClient', () => {
     }
   });
 
+  it('plans are asked for packed by Accept, and a packed answer, sent in pieces of unknown length, is the same plan', async () => {
+    const packed = Buffer.concat(serializePackedPlan(PLAN));
+    const accepts: (string | undefined)[] = [];
+    let type = PACKED_PLAN_TYPE;
+    handler = (req, res) => {
+      accepts.push(req.headers.accept);
+      res.writeHead(200, { 'content-type': type });
+      let at = 0;
+      const next = () => {
+        if (at >= packed.length) return res.end();
+        res.write(packed.subarray(at, (at += 5)));
+        setImmediate(next);
+      };
+      next();
+    };
+    const c = client();
+    const plan = await c.plan({ threshold: 100 });
+    expect(plan?.scopes[0]).toBeInstanceOf(ColumnarSnapshot);
+    expect(plan?.version).toBe(PLAN.version);
+    expect(plan?.scopes.map((s) => s.files)).toEqual(PLAN.scopes.map((s) => s.files));
+    type = `${PACKED_PLAN_TYPE.toUpperCase()}; charset=binary`;
+    expect((await c.plan({ threshold: 100 }))?.version).toBe(PLAN.version);
+    expect(accepts).toEqual([`${PACKED_PLAN_TYPE}, application/json;q=0.5`, `${PACKED_PLAN_TYPE}, application/json;q=0.5`]);
+    // The same bytes named JSON are not JSON; a packed body cut short is not a plan.
+    type = 'application/json';
+    expect((await failure(c.plan({ threshold: 100 }))).message).toMatch(/answered something that is not JSON/);
+    handler = (_req, res) => (res.writeHead(200, { 'content-type': PACKED_PLAN_TYPE }), res.end(packed.subarray(0, packed.length - 1)));
+    expect(await failure(c.plan({ threshold: 100 }))).toMatchObject({ code: 'unavailable', message: expect.stringMatching(/invalid packed plan \(sections longer than the body\)/) });
+  });
+
   it('plans are parsed as they arrive: one sent in small pieces is the same plan; a cut one is refused', async () => {
     const text = JSON.stringify({ ...PLAN, scopes: PLAN.scopes.map((s) => ({ ...s, files: s.files.map((f) => ({ ...f, mtimeMs: f.mtimeMs + 0.75 })) })) });
     let cut = false;
@@ -196,6 +228,26 @@ describe('HttpControlClient', () => {
     await c.file('account', 'dir/a b.md', 3, 'c'.repeat(64));
     expect(hits[1]?.url).toBe(`/v1/files/account/dir/a%20b.md?sha256=${'c'.repeat(64)}`);
     expect((await failure(c.file('account', 'big.md', 3))).code).toBe('integrity');
+  });
+
+  it('a body of declared length is the bytes sent, whatever pieces it arrives in; a cut one fails', async () => {
+    const bytes = Buffer.from(Array.from({ length: 70_000 }, (_, i) => (i * 7) % 251));
+    let sent = bytes.length;
+    handler = (_req, res) => {
+      res.writeHead(200, { 'content-length': String(bytes.length) });
+      let at = 0;
+      const next = () => {
+        if (at >= sent) return sent < bytes.length ? res.destroy() : res.end();
+        res.write(bytes.subarray(at, Math.min(sent, (at += 4_099))));
+        setImmediate(next);
+      };
+      next();
+    };
+    const c = client();
+    expect((await c.file('account', 'a.md', bytes.length)).body.equals(bytes)).toBe(true);
+    expect((await c.file('account', 'a.md', bytes.length + 1)).body.equals(bytes)).toBe(true);
+    sent = bytes.length - 10;
+    expect((await failure(c.file('account', 'a.md', bytes.length))).code).toBe('unavailable');
   });
 
   it('POST bodies arrive whole, as JSON; calls share one keep-alive connection', async () => {

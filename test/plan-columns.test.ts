@@ -6,7 +6,7 @@
 
 import { describe, expect, it } from 'vitest';
 import { buildPlan, snapshotScope, type PlanFile, type ScopeSnapshot } from '../src/core/session/plan.js';
-import { ColumnarSnapshot, columnarScope, toColumns } from '../src/core/session/plan-columns.js';
+import { ColumnarSnapshot, columnarScope, ColumnTable, toColumns } from '../src/core/session/plan-columns.js';
 import { checkPlan, checkPlanChanges } from '../src/daemon/control-plane/wire-check.js';
 
 const sha = (n: number) => n.toString(16).padStart(64, '0');
@@ -44,7 +44,7 @@ describe('the columnar form', () => {
   });
 
   it('a snapshot builds its rows once, on first read', () => {
-    const s = new ColumnarSnapshot('account', 'v', 12, toColumns(FILES));
+    const s = new ColumnarSnapshot('account', 'v', 12, new ColumnTable(toColumns(FILES)));
     expect(s.files).toEqual(FILES);
     expect(s.files).toBe(s.files);
   });
@@ -64,7 +64,7 @@ describe('the columnar form', () => {
     expect((checkPlan(fractional).scopes[0] as ScopeSnapshot).files.map((f) => f.mtimeMs)).toEqual([1_000, 2_000, 3_000]);
     const body = columnsBody();
     const mtimes = (body.scopes[0] as { columns: { mtimesMs: number[] } }).columns.mtimesMs;
-    expect((checkPlan(body).scopes[0] as ColumnarSnapshot).columns.mtimesMs).toBe(mtimes);
+    expect(((checkPlan(body).scopes[0] as ColumnarSnapshot).table as ColumnTable).columns.mtimesMs).toBe(mtimes);
   });
 
   const refusals: [string, unknown, RegExp][] = [

@@ -2,6 +2,7 @@
 // default threshold, each malformed `threshold`, `wait`, `known` and `form`
 // named word for word, ETag matching (lists, weak tags, `*`), the headers of
 // 200 and 304, `known` stubs, the columnar form (the same plan as the rows),
+// the packed form by Accept (the same plan again, whatever `form` says),
 // bound and mounted teams that have no pack yet, the per-session long-poll
 // cap (which only a request that may wait takes), the open long-polls gauge,
 // and a creator removed from a team reaching a waiting long-poll at once.
@@ -10,7 +11,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CONTROL_PLANE_METRICS as M } from '../src/core/metrics.js';
 import { DEFAULT_PLAN_THRESHOLD } from '../src/server/http/plan-route.js';
-import { checkPlan } from '../src/daemon/control-plane/wire-check.js';
+import { checkPlan, checkPlanChanges } from '../src/daemon/control-plane/wire-check.js';
+import { unpackPlan } from '../src/daemon/control-plane/packed-plan.js';
+import { PACKED_PLAN_TYPE } from '../src/core/session/plan-packed.js';
+import { acceptsPackedPlan } from '../src/server/http/plan-route.js';
 import { longPollsWaiting, startControlPlane, type TestControlPlane } from './helpers/control-plane.js';
 import { makeDataDir, removeDataDir, writeDirectory, type DataDirSpec } from './helpers/data-dir.js';
 
@@ -118,6 +122,55 @@ describe('the columnar form', () => {
     const partial = (await (await plan(token, `?form=columns&known=account:${account?.version.slice(0, 16)}`)).json()) as ColumnarBody;
     expect(partial.scopes.find((s) => s.scope === 'account')).toEqual({ scope: 'account', version: account?.version, totalBytes: account?.totalBytes, unchanged: true });
     expect(partial.scopes.find((s) => s.scope === 'team_search')?.columns?.paths).toEqual(['DUTY.md']);
+  });
+});
+
+describe('the packed form', () => {
+  const packed = { accept: PACKED_PLAN_TYPE };
+  const rowsOf = (p: ReturnType<typeof checkPlan>) => p.scopes.map((s) => [s.scope, s.version, s.totalBytes, s.files]);
+
+  it('is answered to an Accept that names it, whatever `form` says: the same plan, version and tag as the rows', async () => {
+    const { token } = await cp.createSession({ kind: 'personal', creator: 'alice' });
+    const rowsRes = await plan(token);
+    const rows = checkPlan(await rowsRes.json());
+    for (const query of ['', '?form=columns', '?form=rows']) {
+      const res = await plan(token, query, { accept: `application/json;q=0.5, ${PACKED_PLAN_TYPE}` });
+      expect(res.status).toBe(200);
+      expect(res.headers.get('content-type')).toBe(PACKED_PLAN_TYPE);
+      expect(res.headers.get('etag')).toBe(rowsRes.headers.get('etag'));
+      expect(res.headers.get('vary')).toBe('accept');
+      const fromPacked = checkPlan(unpackPlan(Buffer.from(await res.arrayBuffer())));
+      expect(fromPacked.version).toBe(rows.version);
+      expect(rowsOf(fromPacked)).toEqual(rowsOf(rows));
+    }
+    expect(rowsRes.headers.get('vary')).toBe('accept');
+  });
+
+  it('stubs stay stubs in the header; a 304 is the same for every form', async () => {
+    const { token } = await cp.createSession({ kind: 'personal', creator: 'alice' });
+    const whole = (await (await plan(token)).json()) as PlanBody;
+    const account = whole.scopes.find((s) => s.scope === 'account');
+    const res = await plan(token, `?known=account:${account?.version.slice(0, 16)}`, packed);
+    const changes = checkPlanChanges(unpackPlan(Buffer.from(await res.arrayBuffer())));
+    expect(changes.scopes.find((s) => s.scope === 'account')).toEqual({ scope: 'account', version: account?.version, totalBytes: account?.totalBytes, unchanged: true });
+    expect(changes.scopes.find((s) => s.scope === 'team_search')?.version).toBe(whole.scopes.find((s) => s.scope === 'team_search')?.version);
+    const etag = res.headers.get('etag') as string;
+    const again = await plan(token, '', { ...packed, 'if-none-match': etag });
+    expect(again.status).toBe(304);
+    expect(again.headers.get('vary')).toBe('accept');
+  });
+
+  it('an Accept that does not name it, or refuses it with q=0, gets JSON', async () => {
+    const { token } = await cp.createSession({ kind: 'personal', creator: 'alice' });
+    for (const accept of ['application/json', '*/*', `${PACKED_PLAN_TYPE};q=0`, `${PACKED_PLAN_TYPE}x`, 'application/vnd.knowledgefs']) {
+      const res = await plan(token, '', { accept });
+      expect(res.headers.get('content-type')).toMatch(/^application\/json/);
+      await res.arrayBuffer();
+    }
+    expect(acceptsPackedPlan(undefined)).toBe(false);
+    expect(acceptsPackedPlan(` ${PACKED_PLAN_TYPE.toUpperCase()} ; q=0.1`)).toBe(true);
+    expect(acceptsPackedPlan(`text/html, ${PACKED_PLAN_TYPE};level=1`)).toBe(true);
+    expect(acceptsPackedPlan(`${PACKED_PLAN_TYPE};q=0.000`)).toBe(false);
   });
 });
 

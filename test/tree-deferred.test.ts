@@ -5,9 +5,9 @@
 import fc from 'fast-check';
 import { describe, expect, it, vi } from 'vitest';
 import { snapshotScope, type Plan, type PlanFile, type ScopeSnapshot } from '../src/core/session/plan.js';
-import { ColumnarSnapshot, fileTable, toColumns } from '../src/core/session/plan-columns.js';
-import { sha, treePlan as plan } from './helpers/tree-plan.js';
-import { surveyFiles } from '../src/core/tree/pending-scope.js';
+import { ColumnarSnapshot, ColumnTable, fileTable, toColumns } from '../src/core/session/plan-columns.js';
+import { packedPlan, sha, treePlan as plan } from './helpers/tree-plan.js';
+import { surveyFiles } from '../src/core/session/file-table.js';
 import { treeChanges } from '../src/core/tree/tree-changes.js';
 import { Tree, type DirNode, type FileNode, type TreeNode, type TreeOptions } from '../src/core/tree/tree.js';
 
@@ -17,12 +17,17 @@ const file = (path: string, n: number, size = 10, mtimeMs = 1_000_000): PlanFile
 const AT_ONCE: TreeOptions = { deferScopes: false };
 
 /** The same plan as the daemon gets it in the columnar form: no file objects until something reads `files`. */
-const columnar = (p: Plan): Plan => ({ ...p, scopes: p.scopes.map((s) => new ColumnarSnapshot(s.scope, s.version, s.totalBytes, toColumns(s.files))) });
+const columnar = (p: Plan): Plan => ({ ...p, scopes: p.scopes.map((s) => new ColumnarSnapshot(s.scope, s.version, s.totalBytes, new ColumnTable(toColumns(s.files)))) });
 
-/** surveyFiles over both forms of the same files, which must agree. */
+/** Each form a plan reaches the daemon in: rows, columns, packed. */
+const FORMS = { rows: (p: Plan): Plan => p, columns: columnar, packed: packedPlan };
+
+/** surveyFiles over every form of the same files, which must agree. */
 function survey(files: PlanFile[]): ReturnType<typeof surveyFiles> {
   const rows = surveyFiles(fileTable({ scope: 'team_a', version: '', totalBytes: 0, files }));
-  expect(surveyFiles(fileTable(new ColumnarSnapshot('team_a', '', 0, toColumns(files))))).toEqual(rows);
+  expect(surveyFiles(fileTable(new ColumnarSnapshot('team_a', '', 0, new ColumnTable(toColumns(files)))))).toEqual(rows);
+  const unsorted: Plan = { sessionId: 's', version: 'v', threshold: 0, mode: 'all-loadable', mounted: [], scopes: [{ scope: 'team_a', version: '', totalBytes: 0, files }] };
+  expect(surveyFiles(fileTable(packedPlan(unsorted).scopes[0] as ScopeSnapshot))).toEqual(rows);
   return rows;
 }
 
@@ -101,7 +106,7 @@ describe('deferred scopes', () => {
     expect(t.unbuiltScopes()).toEqual([]);
   });
 
-  it('a scope that came as columns never makes an object per file: not deferred, kept by a later plan, nor built', () => {
+  it.each([['columns', columnar], ['packed', packedPlan]])('a scope that came as %s never makes an object per file: not deferred, kept by a later plan, nor built', (_form, columnar) => {
     const rowsRead = vi.spyOn(ColumnarSnapshot.prototype, 'files', 'get');
     try {
       const t = Tree.fromPlan(columnar(first), undefined, { emptyDirMtimeMs: 5 });
@@ -125,7 +130,7 @@ describe('deferred scopes', () => {
   it('a later plan at the same version keeps an unbuilt scope only with the same sizes, mtimes and order, in either form', () => {
     const touched = (mtimeMs: number, size: number) =>
       plan({ account: [file('DUTY.md', 1, 5)], team_a: [file('README.md', 2, size, mtimeMs), file('runbooks/x.md', 3)], team_b: [file('a/b/c.md', 4, 9, 3_000_000)] });
-    for (const form of [(p: Plan) => p, columnar]) {
+    for (const form of Object.values(FORMS)) {
       // A fresh tree each time: a scope not kept is built against the old tree's, which builds that one.
       const after = (p: Plan) => Tree.fromPlan(form(p), Tree.fromPlan(form(first), undefined));
       const later = touched(2_500_000, 7);
@@ -175,6 +180,7 @@ describe('deferred scopes', () => {
         const atOnce = Tree.fromPlan(p, undefined, { ...AT_ONCE, uid: 7, emptyDirMtimeMs: 2 });
         expectSameTree(Tree.fromPlan(p, undefined, { uid: 7, emptyDirMtimeMs: 2 }), atOnce);
         expectSameTree(Tree.fromPlan(columnar(p), undefined, { uid: 7, emptyDirMtimeMs: 2 }), atOnce);
+        expectSameTree(Tree.fromPlan(packedPlan(p), undefined, { uid: 7, emptyDirMtimeMs: 2 }), atOnce);
       }),
       { numRuns: 300 },
     );
@@ -182,7 +188,7 @@ describe('deferred scopes', () => {
 
   it('property: through a lineage of plans, with scopes looked into at random, it answers as a lineage built at once', () => {
     // Each plan of the deferred lineage in either form: a scope kept unbuilt is compared across forms.
-    const step = fc.record({ scopes: plans, look: fc.subarray(['account', 'team_a', 'team_b']), revoke: fc.boolean(), columns: fc.boolean() });
+    const step = fc.record({ scopes: plans, look: fc.subarray(['account', 'team_a', 'team_b']), revoke: fc.boolean(), form: fc.constantFrom(...Object.values(FORMS)) });
     fc.assert(
       fc.property(fc.array(step, { minLength: 1, maxLength: 6 }), (steps) => {
         let deferred: Tree | undefined;
@@ -190,7 +196,7 @@ describe('deferred scopes', () => {
         for (const s of steps) {
           const p = plan(s.scopes);
           const [beforeDeferred, beforeAtOnce] = [deferred, atOnce];
-          deferred = s.revoke && deferred !== undefined ? Tree.empty({}, deferred) : Tree.fromPlan(s.columns ? columnar(p) : p, deferred);
+          deferred = s.revoke && deferred !== undefined ? Tree.empty({}, deferred) : Tree.fromPlan(s.form(p), deferred);
           atOnce = s.revoke && atOnce !== undefined ? Tree.empty(AT_ONCE, atOnce) : Tree.fromPlan(p, atOnce, AT_ONCE);
           expect(new Set(deferred.changedPaths)).toEqual(new Set(atOnce.changedPaths));
           if (beforeDeferred !== undefined && beforeAtOnce !== undefined) {

@@ -123,7 +123,7 @@ describe(`rolling upgrade from the previous release`, () => {
     // Created on this release (its `created` notification is new to 0.1.0): used on the previous one.
     const newer = await next.createSession({ kind: 'personal', creator: 'alice' });
     expect(await sessionStatus(prev.url, newer.token)).toBe(200);
-    // This release's mount daemon asks for the plan as columns: the previous release answers rows, which it takes, and both are one plan.
+    // This release's mount daemon asks for the plan packed (and as columns): the previous release answers rows, which it takes, and both are one plan.
     const plans = [];
     for (const cp of [prev, next]) {
       const client = new HttpControlClient({ serverUrl: cp.url, token: older.token, requestTimeoutMs: 5_000 });

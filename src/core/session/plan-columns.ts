@@ -3,10 +3,12 @@
 // are 100 000 objects of four keys each, and their boxed mtimes, for the
 // daemon to parse, check and keep; the columns are half the tokens (no
 // keys), their numbers land in flat arrays, and no object per file exists
-// until something needs one (ColumnarSnapshot). The scope's version is the
-// same hash in both forms, and the daemon reads either: a control plane that
-// does not know the parameter answers rows.
+// until something needs one (ColumnarSnapshot, which holds the packed form's
+// files too: plan-packed.ts). The scope's version is the same hash in every
+// form, and the daemon reads each: a control plane that does not know the
+// parameter answers rows.
 
+import type { FileTable } from './file-table.js';
 import type { PlanFile, ScopeSnapshot } from './plan.js';
 import type { ScopeName } from '../scope.js';
 
@@ -48,15 +50,17 @@ export function columnarScope(snapshot: ScopeSnapshot): ColumnarScope {
   return { scope: snapshot.scope, version: snapshot.version, totalBytes: snapshot.totalBytes, columns: toColumns(snapshot.files) };
 }
 
-function rowsOf(c: FileColumns): PlanFile[] {
-  const files: PlanFile[] = new Array(c.paths.length);
-  for (let i = 0; i < files.length; i++) {
-    files[i] = { path: c.paths[i] as string, size: c.sizes[i] as number, mtimeMs: c.mtimesMs[i] as number, sha256: c.sha256s[i] as string };
-  }
+function rowsOf(t: FileTable): PlanFile[] {
+  const files: PlanFile[] = new Array(t.length);
+  for (let i = 0; i < files.length; i++) files[i] = { path: t.path(i), size: t.size(i), mtimeMs: t.mtimeMs(i), sha256: t.sha256(i) };
   return files;
 }
 
-/** A snapshot that came as columns: its `files` are built on first read, so a scope nothing asks about never costs an object per file. */
+/**
+ * A snapshot whose files came as columns or packed (plan-packed.ts): read
+ * by index through its table, and made into rows only if something reads
+ * `files`, so a scope nothing asks about never costs an object per file.
+ */
 export class ColumnarSnapshot implements ScopeSnapshot {
   #files: readonly PlanFile[] | undefined;
 
@@ -64,21 +68,12 @@ export class ColumnarSnapshot implements ScopeSnapshot {
     readonly scope: ScopeName,
     readonly version: string,
     readonly totalBytes: number,
-    readonly columns: FileColumns,
+    readonly table: FileTable,
   ) {}
 
   get files(): readonly PlanFile[] {
-    return (this.#files ??= rowsOf(this.columns));
+    return (this.#files ??= rowsOf(this.table));
   }
-}
-
-/** A scope's files read by index, whichever form they came in: passes over every file need no object per file. */
-export interface FileTable {
-  readonly length: number;
-  path(i: number): string;
-  size(i: number): number;
-  mtimeMs(i: number): number;
-  sha256(i: number): string;
 }
 
 class RowTable implements FileTable {
@@ -100,25 +95,26 @@ class RowTable implements FileTable {
   }
 }
 
-class ColumnTable implements FileTable {
-  constructor(private readonly c: FileColumns) {}
+/** The columnar form's arrays as a table. */
+export class ColumnTable implements FileTable {
+  constructor(readonly columns: FileColumns) {}
   get length(): number {
-    return this.c.paths.length;
+    return this.columns.paths.length;
   }
   path(i: number): string {
-    return this.c.paths[i] as string;
+    return this.columns.paths[i] as string;
   }
   size(i: number): number {
-    return this.c.sizes[i] as number;
+    return this.columns.sizes[i] as number;
   }
   mtimeMs(i: number): number {
-    return this.c.mtimesMs[i] as number;
+    return this.columns.mtimesMs[i] as number;
   }
   sha256(i: number): string {
-    return this.c.sha256s[i] as string;
+    return this.columns.sha256s[i] as string;
   }
 }
 
 export function fileTable(snapshot: ScopeSnapshot): FileTable {
-  return snapshot instanceof ColumnarSnapshot ? new ColumnTable(snapshot.columns) : new RowTable(snapshot.files);
+  return snapshot instanceof ColumnarSnapshot ? snapshot.table : new RowTable(snapshot.files);
 }

@@ -2,8 +2,9 @@
 // them: a lookup or a listing inside it, or a walk over every node. Until
 // then the tree holds the scope's snapshot, and what the root and a stat of
 // the scope's directory need (files, bytes, newest mtime, subdirectories),
-// read off the sorted file list in one pass without a string or an object
-// per file. So the mount is ready before any file node exists, and a team
+// read off the sorted file list in one pass without an object per file
+// (core/session/file-table.ts; the packed plan's check makes that pass on
+// its way). So the mount is ready before any file node exists, and a team
 // the agent never opens never costs its nodes (100 000 files: ~200 ms and
 // most of the tree's memory).
 //
@@ -14,7 +15,8 @@
 // inode numbers differ, taken from the lineage's counter when built.
 
 import type { ScopeSnapshot } from '../session/plan.js';
-import { fileTable, type FileTable } from '../session/plan-columns.js';
+import { surveyFiles, type ScopeSurvey } from '../session/file-table.js';
+import { fileTable } from '../session/plan-columns.js';
 import type { ScopeName } from '../scope.js';
 import { NodeBuilder, type InoCounter } from './node-builder.js';
 import { DirEntry, NO_PATHS, type DirNode, type Owner, type TreeNode } from './tree-nodes.js';
@@ -28,65 +30,6 @@ export interface PlannedFile {
   readonly size: number;
   /** The mtime the plan gave. */
   readonly planMtimeMs: number;
-}
-
-/** What one pass over a scope's files finds, keeping the files NodeBuilder would keep. */
-export interface ScopeSurvey {
-  readonly fileCount: number;
-  readonly totalBytes: number;
-  /** -Infinity for a scope with no files. */
-  readonly newestMtimeMs: number;
-  /** Directories directly in the scope's directory. */
-  readonly subdirs: number;
-  /** Indexes of files a clash drops (the same path twice, a path below a file); undefined when none. */
-  readonly dropped: ReadonlySet<number> | undefined;
-}
-
-const SLASH = 0x2f;
-
-/**
- * The pass, or undefined when the files are not sorted by path or a path
- * is not plain (empty, a leading or trailing `/`, `//`): such a scope is
- * built at once, where NodeBuilder's own checks apply as they come.
- */
-export function surveyFiles(files: FileTable): ScopeSurvey | undefined {
-  let fileCount = 0;
-  let totalBytes = 0;
-  let newestMtimeMs = -Infinity;
-  let subdirs = 0;
-  let dropped: Set<number> | undefined;
-  // Kept files, each a prefix of the next: in sorted order these are the only ones a later path can be below.
-  const chain: string[] = [];
-  let previous: string | undefined;
-  let lastTop = '';
-  for (let i = 0; i < files.length; i++) {
-    const path = files.path(i);
-    if (previous !== undefined && path <= previous) {
-      if (path < previous) return undefined;
-      (dropped ??= new Set()).add(i); // the same path again: the first wins
-      continue;
-    }
-    previous = path;
-    if (path.length === 0 || path.charCodeAt(0) === SLASH || path.charCodeAt(path.length - 1) === SLASH || path.includes('//')) return undefined;
-    while (chain.length > 0 && !path.startsWith(chain[chain.length - 1] as string)) chain.pop();
-    const holder = chain[chain.length - 1];
-    if (holder !== undefined && path.charCodeAt(holder.length) === SLASH) {
-      (dropped ??= new Set()).add(i); // below a file: the file came first and wins
-      continue;
-    }
-    chain.push(path);
-    fileCount++;
-    totalBytes += files.size(i);
-    const mtimeMs = files.mtimeMs(i);
-    if (mtimeMs > newestMtimeMs) newestMtimeMs = mtimeMs;
-    // Files below one top-level directory are contiguous in sorted order: count each once.
-    const slash = path.indexOf('/');
-    if (slash !== -1 && !(lastTop.length === slash + 1 && path.startsWith(lastTop))) {
-      lastTop = path.slice(0, slash + 1);
-      subdirs++;
-    }
-  }
-  return { fileCount, totalBytes, newestMtimeMs, subdirs, dropped };
 }
 
 /**
@@ -157,7 +100,8 @@ export class PendingScope {
 
   /** Undefined when the scope must be built at once (surveyFiles). */
   static defer(snapshot: ScopeSnapshot, owner: Owner, emptyMtime: number, inos: InoCounter): PendingScope | undefined {
-    const survey = surveyFiles(fileTable(snapshot));
+    const files = fileTable(snapshot);
+    const survey = files.survey ?? surveyFiles(files);
     return survey === undefined ? undefined : new PendingScope(snapshot, survey, owner, emptyMtime, inos);
   }
 

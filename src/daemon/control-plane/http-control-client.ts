@@ -41,9 +41,11 @@ import { KnowledgeError, isKnowledgeError } from '../../core/errors.js';
 import { sha256Hex } from '../../core/sha256.js';
 import { formatKnownScopes, type KnownScope, type Plan, type PlanChanges } from '../../core/session/plan.js';
 import { PLAN_FORM_COLUMNS } from '../../core/session/plan-columns.js';
+import { PACKED_PLAN_TYPE } from '../../core/session/plan-packed.js';
 import { parseBatchStream, type BatchItem } from './batch-stream.js';
 import type { BatchOptions, ControlClient, FileBody, PlanRequest } from './control-client.js';
 import { JsonStreamParser } from './json-stream.js';
+import { isPackedPlanType, unpackPlan } from './packed-plan.js';
 import {
   PREFETCH_PRIORITY,
   PRIORITY_HEADER,
@@ -107,6 +109,11 @@ export function encodePath(path: string): string {
   return path.split('/').map(encodeURIComponent).join('/');
 }
 
+/** What a plan request accepts: the packed form first, JSON (rows or columns) from a control plane that predates it. */
+const PLAN_ACCEPT = `${PACKED_PLAN_TYPE}, application/json;q=0.5`;
+
+const contentType = (headers: IncomingMessage['headers']): string | undefined => headers['content-type'];
+
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 export class HttpControlClient implements ControlClient {
@@ -156,14 +163,16 @@ export class HttpControlClient implements ControlClient {
   /** GET /v1/plan (long-poll, ETag) → the body `check` accepts, or null for a 304. */
   private async planBody<T>(req: PlanRequest, query: string, check: (body: unknown) => T): Promise<T | null> {
     const waitMs = req.waitMs ?? 0;
-    // Columns: half the tokens to parse. A control plane that does not know the form answers rows, also accepted.
+    // Packed (plan-packed.ts) by Accept; a control plane that predates it answers the `form` asked for, columns,
+    // and one that predates columns answers rows. All three are taken.
     let path = `/v1/plan?threshold=${req.threshold}&form=${PLAN_FORM_COLUMNS}${query}`;
     if (waitMs > 0) path += `&wait=${(waitMs / 1000).toFixed(3).replace(/\.?0+$/, '')}`;
-    const headers: Record<string, string> = {};
+    const headers: Record<string, string> = { accept: PLAN_ACCEPT };
     if (req.etag !== undefined && req.etag !== '') headers['if-none-match'] = `"${req.etag}"`;
-    return this.call(path, { headers, extraTimeoutMs: waitMs, signal: req.signal, streamJson: true }, (reply) =>
-      reply.status === 304 ? null : check(this.json(reply)),
-    );
+    return this.call(path, { headers, extraTimeoutMs: waitMs, signal: req.signal, streamJson: true }, (reply) => {
+      if (reply.status === 304) return null;
+      return check(isPackedPlanType(contentType(reply.headers)) ? unpackPlan(reply.body) : this.json(reply));
+    });
   }
 
   async grant(scope: string): Promise<void> {
@@ -322,7 +331,8 @@ export class HttpControlClient implements ControlClient {
         const max = status >= 400 ? 1024 * 1024 : (opts.maxBytes ?? this.maxJson);
         const tooLarge = opts.tooLarge ?? (() => new KnowledgeError('unavailable', `control plane answer for ${path.split('?')[0]} is too large`));
         const length = Number(res.headers['content-length'] ?? Number.NaN);
-        if (opts.streamJson === true && status >= 200 && status < 300 && !(length <= STREAM_JSON_ABOVE)) {
+        const json = !isPackedPlanType(contentType(res.headers));
+        if (opts.streamJson === true && json && status >= 200 && status < 300 && !(length <= STREAM_JSON_ABOVE)) {
           const parser = new JsonStreamParser();
           const body = await readCapped(res, max, tooLarge, (chunk) => this.notJsonIfThrows(() => parser.write(chunk)));
           reply = { status, headers: res.headers, body, parsed: { value: this.notJsonIfThrows(() => parser.end()) } };

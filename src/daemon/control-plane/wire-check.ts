@@ -2,12 +2,16 @@
 // parses as JSON but is not the promised shape is treated like garbage on the
 // wire (`unavailable`), never trusted: a bad plan must not become a bad tree.
 
+import { isAscii } from 'node:buffer';
 import { KnowledgeError } from '../../core/errors.js';
 import { packPathProblem } from '../../core/paths.js';
 import { planVersion, scopeVersion, sortedScopeVersion, type Plan, type PlanChanges, type PlanFile, type ScopeSnapshot, type UnchangedScope } from '../../core/session/plan.js';
-import { ColumnarSnapshot, type FileColumns } from '../../core/session/plan-columns.js';
+import { FileSurveyor, type FileTable } from '../../core/session/file-table.js';
+import { ColumnarSnapshot, ColumnTable, type FileColumns } from '../../core/session/plan-columns.js';
+import { FLOAT64_BYTES, packedScopeVersion, PackedTable } from '../../core/session/plan-packed.js';
 import { parseScope } from '../../core/scope.js';
 import { isSha256 } from '../../core/sha256.js';
+import { PackedFiles } from './packed-plan.js';
 import type { CanLoadAnswer, CanLoadRefusal, CanLoadRequest, CanLoadResponse, GrantResponse, ManifestResponse, ReadPage, ReadResponse, ReminderResponse, SessionView } from '../../core/wire.js';
 
 /** Plain ASCII names, no `.`/`..` segment: valid without the full check (most paths, much faster). */
@@ -68,11 +72,78 @@ function checkColumns(v: unknown): FileColumns {
   return { paths: paths as string[], sizes: sizes as number[], mtimesMs: mtimes, sha256s: sha256s as string[] };
 }
 
+const UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+const LITTLE_ENDIAN = new Uint8Array(new Float64Array([1]).buffer)[7] === 0x3f;
+
+/** A packed scope's paths section as text: ASCII as it is, anything else only as valid UTF-8. */
+function pathsText(bytes: Buffer): string {
+  if (isAscii(bytes)) return bytes.toString('latin1');
+  try {
+    return UTF8.decode(bytes);
+  } catch {
+    bad('plan (file path)');
+  }
+}
+
+/** A packed section of float64s (little-endian), copied into an array of its own. */
+function float64s(bytes: Buffer, count: number): Float64Array {
+  const values = new Float64Array(count);
+  if (LITTLE_ENDIAN) new Uint8Array(values.buffer).set(bytes);
+  else for (let i = 0; i < count; i++) values[i] = bytes.readDoubleLE(i * FLOAT64_BYTES);
+  return values;
+}
+
+/**
+ * A packed scope's files (plan-packed.ts), each value checked as a row's is
+ * and the paths sorted, as the columns are. A sha256 needs no check: any
+ * 32 bytes are one, and the version covers them.
+ */
+function checkPacked(p: PackedFiles): FileTable {
+  const count = p.count;
+  const text = pathsText(p.paths);
+  // Where each path starts: every path ends with a newline, and nothing follows the last one.
+  const starts = new Uint32Array(count + 1);
+  const sizes = float64s(p.sizes, count);
+  const mtimesMs = float64s(p.mtimesMs, count);
+  // Each path is cut once, here: the survey the mount needs of the scope rides along.
+  const surveyor = new FileSurveyor();
+  let surveyed = true;
+  let previous = '';
+  let at = 0;
+  for (let i = 0; i < count; i++) {
+    const end = text.indexOf('\n', at);
+    if (end === -1) bad('plan (packed paths do not match the file count)');
+    const path = text.slice(at, end);
+    starts[i] = at;
+    at = end + 1;
+    if (!pathOk(path)) bad('plan (file path)');
+    if (path < previous) bad('plan (file columns not sorted by path)');
+    previous = path;
+    const size = sizes[i] as number;
+    if (!isCount(size)) bad('plan (file size)');
+    const mtimeMs = mtimesMs[i] as number;
+    if (!isMtime(mtimeMs)) bad('plan (file mtime)');
+    // Whole milliseconds, as checkFile makes them.
+    if (!Number.isInteger(mtimeMs)) mtimesMs[i] = Math.floor(mtimeMs);
+    surveyed &&= surveyor.add(i, path, size, mtimesMs[i] as number);
+  }
+  if (at !== text.length) bad('plan (packed paths do not match the file count)');
+  starts[count] = at;
+  return new PackedTable(text, starts, p.sha256s, sizes, mtimesMs, surveyed ? surveyor.survey : undefined);
+}
+
 function checkScope(v: unknown): ScopeSnapshot {
   if (!isObject(v)) bad('plan (scope)');
-  const { scope, version, totalBytes, files, columns } = v;
+  const { scope, version, totalBytes, files, columns, packed } = v;
   if (typeof scope !== 'string' || parseScope(scope) === null) bad('plan (scope name)');
   if (typeof version !== 'string' || !isCount(totalBytes)) bad('plan (scope fields)');
+  // Cut from a packed body (packed-plan.ts): JSON cannot make a PackedFiles.
+  if (packed instanceof PackedFiles) {
+    const table = checkPacked(packed);
+    if (packedScopeVersion(packed.paths, packed.sha256s, packed.count) !== version) bad('plan (scope version does not match its files)');
+    return new ColumnarSnapshot(scope, version, totalBytes, table);
+  }
+  if (packed !== undefined) bad('plan (scope fields)');
   // Rows (`files`) or columns, never both: a scope must not say two things about its files.
   const asRows = Array.isArray(files) && columns === undefined;
   if (!asRows && (files !== undefined || columns === undefined)) bad('plan (scope fields)');
@@ -80,7 +151,7 @@ function checkScope(v: unknown): ScopeSnapshot {
     const c = checkColumns(columns);
     const hashed = sortedScopeVersion(c.paths.length, (i) => c.paths[i] as string, (i) => c.sha256s[i] as string);
     if (hashed !== version) bad('plan (scope version does not match its files)');
-    return new ColumnarSnapshot(scope, version, totalBytes, c);
+    return new ColumnarSnapshot(scope, version, totalBytes, new ColumnTable(c));
   }
   const checked = files.map(checkFile);
   // The version hashes every (path, sha256): a byte changed on the way (a

@@ -18,6 +18,8 @@ export interface ApiRequest {
   readonly query: URLSearchParams;
   readonly authorization: string | undefined;
   readonly ifNoneMatch: string | undefined;
+  /** The `Accept` header (GET /v1/plan answers the packed form when it names it). */
+  readonly accept?: string | undefined;
   readonly body: Buffer;
   /** Aborted when the client goes away or the server shuts down. */
   readonly signal: AbortSignal;

@@ -25,8 +25,11 @@
 // version, ETag and long-poll are the full plan's.
 //
 // `form=columns` sends each scope's files as columns (plan-columns.ts): no
-// keys to parse and no object per file for the mount daemon, which asks for
-// them; anything else gets rows unless it asks.
+// keys to parse and no object per file; anything else gets rows unless it
+// asks. A request whose Accept names PACKED_PLAN_TYPE gets the packed form
+// instead (plan-packed.ts), whatever its `form`: the mount daemon asks for
+// both, so a control plane that predates the packed form answers columns,
+// and one that predates columns answers rows.
 
 import { KnowledgeError } from '../../core/errors.js';
 import { CONTROL_PLANE_METRICS } from '../../core/metrics.js';
@@ -34,6 +37,7 @@ import type { ErrorBody } from '../../core/wire.js';
 import type { Decision } from '../../core/session/policy.js';
 import { buildPlan, KNOWN_VERSION_PREFIX, snapshotScope, type Plan, type ScopeSnapshot, type UnchangedScope } from '../../core/session/plan.js';
 import { columnarScope, PLAN_FORM_COLUMNS } from '../../core/session/plan-columns.js';
+import { PACKED_PLAN_TYPE, packedPlanPrefix, packScope, type PackedScope } from '../../core/session/plan-packed.js';
 import { parseScope, teamScope } from '../../core/scope.js';
 import { empty, jsonResponse, rawJsonResponse, type ApiRequest, type ApiResponse } from './api.js';
 import { audit, boundScopes, decider, type RouteContext } from '../context.js';
@@ -61,27 +65,65 @@ function encodeScope(s: ScopeSnapshot, form: PlanForm): Buffer {
   return json;
 }
 
+const packedScopes = new WeakMap<ScopeSnapshot, PackedScope>();
+
+function packedScope(s: ScopeSnapshot): PackedScope {
+  let packed = packedScopes.get(s);
+  if (packed === undefined) {
+    packed = packScope(s);
+    packedScopes.set(s, packed);
+  }
+  return packed;
+}
+
+const planHead = (plan: Plan) => ({ sessionId: plan.sessionId, version: plan.version, threshold: plan.threshold, mode: plan.mode, mounted: plan.mounted });
+
+/** The stub a scope the client holds at this version is sent as, or undefined when it must be sent whole. */
+function stubFor(s: ScopeSnapshot, known: ReadonlyMap<string, string>): UnchangedScope | undefined {
+  const prefix = known.get(s.scope);
+  if (prefix === undefined || !s.version.startsWith(prefix)) return undefined;
+  return { scope: s.scope, version: s.version, totalBytes: s.totalBytes, unchanged: true };
+}
+
 /** The plan's JSON as pieces sent one after another (no 16 MB copy per answer). */
 function serializePlan(plan: Plan, known: ReadonlyMap<string, string>, form: PlanForm): Buffer[] {
-  const head = JSON.stringify({
-    sessionId: plan.sessionId,
-    version: plan.version,
-    threshold: plan.threshold,
-    mode: plan.mode,
-    mounted: plan.mounted,
-  });
+  const head = JSON.stringify(planHead(plan));
   const parts: Buffer[] = [Buffer.from(`${head.slice(0, -1)},"scopes":[`)];
   for (const s of plan.scopes) {
     if (parts.length > 1) parts.push(COMMA);
-    const prefix = known.get(s.scope);
-    if (prefix !== undefined && s.version.startsWith(prefix)) {
-      parts.push(Buffer.from(JSON.stringify({ scope: s.scope, version: s.version, totalBytes: s.totalBytes, unchanged: true } satisfies UnchangedScope)));
-      continue;
-    }
-    parts.push(encodeScope(s, form));
+    const stub = stubFor(s, known);
+    parts.push(stub === undefined ? encodeScope(s, form) : Buffer.from(JSON.stringify(stub)));
   }
   parts.push(PLAN_END);
   return parts;
+}
+
+/** The packed plan as pieces: its header, then the sections of each scope sent whole, each packed once per snapshot. */
+export function serializePackedPlan(plan: Plan, known: ReadonlyMap<string, string> = new Map()): Buffer[] {
+  const scopes: unknown[] = [];
+  const sections: Buffer[] = [];
+  for (const s of plan.scopes) {
+    const stub = stubFor(s, known);
+    if (stub !== undefined) {
+      scopes.push(stub);
+      continue;
+    }
+    const packed = packedScope(s);
+    scopes.push(packed.head);
+    sections.push(packed.sections);
+  }
+  return [packedPlanPrefix(JSON.stringify({ ...planHead(plan), scopes })), ...sections];
+}
+
+/** Whether an Accept header names the packed form (with a q above 0). */
+export function acceptsPackedPlan(accept: string | undefined): boolean {
+  if (accept === undefined) return false;
+  return accept.split(',').some((item) => {
+    const [type, ...params] = item.split(';').map((p) => p.trim().toLowerCase());
+    if (type !== PACKED_PLAN_TYPE) return false;
+    const q = params.find((p) => p.startsWith('q='));
+    return q === undefined || Number(q.slice(2)) > 0;
+  });
 }
 
 export async function computePlan(
@@ -162,6 +204,7 @@ export async function planRoute(ctx: RouteContext, session: SessionRecord, req: 
   const waitMs = parseWait(req.query.get('wait'), ctx.options.maxWaitMs);
   const known = parseKnown(req.query.get('known'));
   const form = parsePlanForm(req.query.get('form'));
+  const packed = acceptsPackedPlan(req.accept);
   // A request that may wait holds a long-poll from before its first plan, so no change in between is missed.
   const poll = waitMs > 0 && req.ifNoneMatch !== undefined ? ctx.wakeups.begin(session.id) : undefined;
   if (poll === null) {
@@ -195,10 +238,13 @@ export async function planRoute(ctx: RouteContext, session: SessionRecord, req: 
       }
       // A session revoked while its long-poll waited: 401 now, so the mount empties at once rather than at its next poll.
       if (session.revoked) throw new KnowledgeError('unauthorized', 'missing, invalid or revoked session token (Authorization: Bearer <token>)');
-      if (unchanged) return empty(304, { etag, 'cache-control': 'no-cache' });
+      if (unchanged) return empty(304, { etag, 'cache-control': 'no-cache', vary: 'accept' });
     }
+    // The same URL answers JSON or the packed form by Accept: a cache must keep them apart.
+    const headers = { etag, 'cache-control': 'no-cache', vary: 'accept' };
     for (const d of decisions) audit(ctx, session, 'plan', d);
-    return rawJsonResponse(200, serializePlan(plan, known, form), { etag, 'cache-control': 'no-cache' });
+    if (packed) return { status: 200, headers: { 'content-type': PACKED_PLAN_TYPE, ...headers }, body: serializePackedPlan(plan, known) };
+    return rawJsonResponse(200, serializePlan(plan, known, form), headers);
   } finally {
     poll?.end();
   }
