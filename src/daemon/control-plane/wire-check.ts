@@ -129,7 +129,8 @@ function checkPacked(p: PackedFiles): FileTable {
   }
   if (at !== text.length) bad('plan (packed paths do not match the file count)');
   starts[count] = at;
-  return new PackedTable(text, starts, p.sha256s, sizes, mtimesMs, surveyed ? surveyor.survey : undefined);
+  // Its own copy of the sha256s: the rest of the body (paths, numbers) is copied already and may go.
+  return new PackedTable(text, starts, Buffer.from(p.sha256s), sizes, mtimesMs, surveyed ? surveyor.survey : undefined);
 }
 
 function checkScope(v: unknown): ScopeSnapshot {
