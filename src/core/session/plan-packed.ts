@@ -12,9 +12,9 @@
 // are 12–16 MB of 400 000 values, each a string or a number the mount
 // daemon makes, checks and keeps before its mount is ready, and on a VM
 // that is mostly fresh memory touched and copied by the garbage collector.
-// Packed, the paths become one string split once, the sha256s stay bytes
-// until a file is built or fetched, and sizes and mtimes are two flat
-// arrays. The scope version is the same hash over the same text, computed
+// Packed, the paths become one string a path is cut from when asked for,
+// the sha256s stay bytes until a file is built or fetched, and sizes and
+// mtimes are two flat arrays. The scope version is the same hash over the same text, computed
 // here from the bytes (packedScopeVersion).
 
 import { createHash } from 'node:crypto';

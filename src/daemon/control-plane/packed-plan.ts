@@ -50,7 +50,7 @@ export function unpackPlan(body: Buffer): unknown {
   const scopes = ((header as { scopes: unknown[] }).scopes).map((s: unknown) => {
     if (typeof s !== 'object' || s === null || (s as { unchanged?: unknown }).unchanged !== undefined) return s;
     const { fileCount, pathBytes, files, columns, ...rest } = s as Record<string, unknown>;
-    if (files !== undefined || columns !== undefined || !isCount(fileCount) || !isCount(pathBytes)) bad('a scope without its two counts');
+    if (files !== undefined || columns !== undefined || !isCount(fileCount) || !isCount(pathBytes)) bad('a scope sent whole must give fileCount and pathBytes, and no files or columns');
     if (packedSectionBytes(fileCount, pathBytes) > body.length - at) bad('sections longer than the body');
     const cut = (bytes: number): Buffer => body.subarray(at, (at += bytes));
     return { ...rest, packed: new PackedFiles(fileCount, cut(pathBytes), cut(SHA256_BYTES * fileCount), cut(FLOAT64_BYTES * fileCount), cut(FLOAT64_BYTES * fileCount)) };
