@@ -14,8 +14,8 @@
 // that is mostly fresh memory touched and copied by the garbage collector.
 // Packed, the paths become one string a path is cut from when asked for,
 // the sha256s stay bytes until a file is built or fetched, and sizes and
-// mtimes are two flat arrays. The scope version is the same hash over the same text, computed
-// here from the bytes (packedScopeVersion).
+// mtimes are two flat arrays. The scope version is the same hash over the
+// same text, computed here from the bytes (packedScopeVersion).
 
 import { createHash } from 'node:crypto';
 import type { ScopeSnapshot } from './plan.js';

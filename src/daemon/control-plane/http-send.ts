@@ -66,24 +66,21 @@ const EMPTY = Buffer.alloc(0);
  */
 export async function readCapped(body: IncomingMessage, max: number, tooLarge: () => KnowledgeError, sink?: (chunk: Buffer) => void): Promise<Buffer> {
   const declared = Number(body.headers['content-length']);
-  let whole = sink === undefined && Number.isSafeInteger(declared) && declared > 0 && declared <= max ? Buffer.allocUnsafe(declared) : undefined;
+  const whole = sink === undefined && Number.isSafeInteger(declared) && declared > 0 && declared <= max ? Buffer.allocUnsafe(declared) : undefined;
+  // node:http never delivers more than the declared length; were it to, that is too large as well.
+  const cap = whole?.length ?? max;
   const chunks: Buffer[] = [];
   let total = 0;
   for await (const chunk of body as AsyncIterable<Buffer>) {
     total += chunk.length;
-    if (total > max) {
+    if (total > cap) {
       const err = tooLarge();
       body.destroy(err);
       throw err;
     }
     if (sink !== undefined) sink(chunk);
-    else if (whole !== undefined && total <= whole.length) chunk.copy(whole, total - chunk.length);
-    else {
-      // More than declared (node:http does not deliver that): keep it all, as a body of unknown length.
-      if (whole !== undefined) chunks.push(whole.subarray(0, total - chunk.length));
-      whole = undefined;
-      chunks.push(chunk);
-    }
+    else if (whole !== undefined) chunk.copy(whole, total - chunk.length);
+    else chunks.push(chunk);
   }
   // node:http ends a body of declared length at that length, or fails it.
   if (whole !== undefined) return total === whole.length ? whole : whole.subarray(0, total);

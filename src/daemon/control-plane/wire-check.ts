@@ -44,6 +44,18 @@ function checkFile(v: unknown): PlanFile {
 }
 
 /**
+ * One file of a scope sent as columns or packed, each value checked as a
+ * row's is, and its path not before `previous` (the rows' order, which the
+ * version is hashed in).
+ */
+function checkSortedFile(path: unknown, previous: string, size: unknown, mtimeMs: unknown): asserts path is string {
+  if (typeof path !== 'string' || !pathOk(path)) bad('plan (file path)');
+  if (path < previous) bad('plan (file columns not sorted by path)');
+  if (!isCount(size)) bad('plan (file size)');
+  if (!isMtime(mtimeMs)) bad('plan (file mtime)');
+}
+
+/**
  * A scope's file columns (`form=columns`), each value checked as a row's
  * is, and the paths sorted (the rows' order, which the version is hashed
  * in). No object per file is made here (ColumnarSnapshot).
@@ -59,11 +71,8 @@ function checkColumns(v: unknown): FileColumns {
   for (let i = 0; i < n; i++) {
     const path: unknown = paths[i];
     const mtimeMs: unknown = mtimesMs[i];
-    if (typeof path !== 'string' || !pathOk(path)) bad('plan (file path)');
-    if (path < previous) bad('plan (file columns not sorted by path)');
+    checkSortedFile(path, previous, sizes[i], mtimeMs);
     previous = path;
-    if (!isCount(sizes[i])) bad('plan (file size)');
-    if (!isMtime(mtimeMs)) bad('plan (file mtime)');
     whole &&= Number.isInteger(mtimeMs);
     if (!isSha256(sha256s[i])) bad('plan (file sha256)');
   }
@@ -116,13 +125,10 @@ function checkPacked(p: PackedFiles): FileTable {
     const path = text.slice(at, end);
     starts[i] = at;
     at = end + 1;
-    if (!pathOk(path)) bad('plan (file path)');
-    if (path < previous) bad('plan (file columns not sorted by path)');
-    previous = path;
     const size = sizes[i] as number;
-    if (!isCount(size)) bad('plan (file size)');
     const mtimeMs = mtimesMs[i] as number;
-    if (!isMtime(mtimeMs)) bad('plan (file mtime)');
+    checkSortedFile(path, previous, size, mtimeMs);
+    previous = path;
     // Whole milliseconds, as checkFile makes them.
     if (!Number.isInteger(mtimeMs)) mtimesMs[i] = Math.floor(mtimeMs);
     surveyed &&= surveyor.add(i, path, size, mtimesMs[i] as number);

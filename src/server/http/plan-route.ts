@@ -55,26 +55,21 @@ const scopeJson: Record<PlanForm, WeakMap<ScopeSnapshot, Buffer>> = { rows: new 
 const COMMA = Buffer.from(',');
 const PLAN_END = Buffer.from(']}');
 
-function encodeScope(s: ScopeSnapshot, form: PlanForm): Buffer {
-  const cache = scopeJson[form];
-  let json = cache.get(s);
-  if (json === undefined) {
-    json = Buffer.from(JSON.stringify(form === PLAN_FORM_COLUMNS ? columnarScope(s) : s));
-    cache.set(s, json);
+/** What `make` gives for a snapshot, made once per snapshot. */
+function once<T>(cache: WeakMap<ScopeSnapshot, T>, s: ScopeSnapshot, make: (s: ScopeSnapshot) => T): T {
+  let made = cache.get(s);
+  if (made === undefined) {
+    made = make(s);
+    cache.set(s, made);
   }
-  return json;
+  return made;
+}
+
+function encodeScope(s: ScopeSnapshot, form: PlanForm): Buffer {
+  return once(scopeJson[form], s, () => Buffer.from(JSON.stringify(form === PLAN_FORM_COLUMNS ? columnarScope(s) : s)));
 }
 
 const packedScopes = new WeakMap<ScopeSnapshot, PackedScope>();
-
-function packedScope(s: ScopeSnapshot): PackedScope {
-  let packed = packedScopes.get(s);
-  if (packed === undefined) {
-    packed = packScope(s);
-    packedScopes.set(s, packed);
-  }
-  return packed;
-}
 
 const planHead = (plan: Plan) => ({ sessionId: plan.sessionId, version: plan.version, threshold: plan.threshold, mode: plan.mode, mounted: plan.mounted });
 
@@ -108,7 +103,7 @@ export function serializePackedPlan(plan: Plan, known: ReadonlyMap<string, strin
       scopes.push(stub);
       continue;
     }
-    const packed = packedScope(s);
+    const packed = once(packedScopes, s, packScope);
     scopes.push(packed.head);
     sections.push(packed.sections);
   }
