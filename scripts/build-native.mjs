@@ -1,7 +1,9 @@
 #!/usr/bin/env node
-// Builds the libfuse 3 addon (native/knowledgefs_fuse.c) with the system's
-// C compiler against the npm `node-api-headers` (no header download) and
-// Debian's libfuse3-dev, into native/build/knowledgefs_fuse.node.
+// Builds the libfuse 3 addon (every native/*.c, with the native/*.h they
+// share; native/knowledgefs_fuse.h says which file holds what) with the
+// system's C compiler against the npm `node-api-headers` (no header
+// download) and Debian's libfuse3-dev, into native/build/knowledgefs_fuse.node.
+// It is rebuilt when any of those files is newer than the addon.
 //
 //   node scripts/build-native.mjs           build; fail with what is missing
 //   node scripts/build-native.mjs --if-possible
@@ -14,13 +16,13 @@
 //                                            scripts/prebuild-native.mjs uses
 //                                            it for prebuilds/linux-<arch>/
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, renameSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, renameSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
-const source = join(root, 'native', 'knowledgefs_fuse.c');
+const nativeDir = join(root, 'native');
 const argValue = (name) => {
   const i = process.argv.indexOf(name);
   return i === -1 ? undefined : process.argv[i + 1];
@@ -69,7 +71,12 @@ try {
   fail('node-api-headers is missing: run npm ci');
 }
 
-if (existsSync(target) && statSync(target).mtimeMs > statSync(source).mtimeMs && !process.argv.includes('--force')) process.exit(0);
+/** The addon's C sources and headers (sorted: the same command line every time). */
+const files = existsSync(nativeDir) ? readdirSync(nativeDir).filter((f) => /\.[ch]$/.test(f)).sort().map((f) => join(nativeDir, f)) : [];
+const sources = files.filter((f) => f.endsWith('.c'));
+if (sources.length === 0) fail(`no C sources in ${nativeDir}`);
+const newest = Math.max(...files.map((f) => statSync(f).mtimeMs));
+if (existsSync(target) && statSync(target).mtimeMs > newest && !process.argv.includes('--force')) process.exit(0);
 
 mkdirSync(outDir, { recursive: true });
 const partial = `${target}.partial`;
@@ -77,7 +84,7 @@ const args = [
   '-O2', '-fPIC', '-shared', '-Wall', '-Wextra', '-Werror', '-fvisibility=hidden',
   '-DNODE_GYP_MODULE_NAME=knowledgefs_fuse', `-I${headers}`,
   ...flags.filter((f) => !f.startsWith('-l')),
-  source, '-o', partial,
+  ...sources, '-o', partial,
   ...flags.filter((f) => f.startsWith('-l')),
 ];
 const built = spawnSync(cc, args, { stdio: 'inherit' });

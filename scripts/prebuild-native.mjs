@@ -2,7 +2,8 @@
 // `npm pack`'s prepack: what the tarball ships that git does not hold.
 //   - dist/ (tsc), after `npm ci` when node_modules is absent (a fresh clone);
 //   - the libfuse 3 addon prebuilt for every Linux arch in PREBUILD_ARCHES,
-//     prebuilds/linux-<arch>/knowledgefs_fuse.node (the prebuildify layout
+//     prebuilds/linux-<arch>/knowledgefs_fuse.node, compiled from every
+//     native/*.c by scripts/build-native.mjs (the prebuildify layout
 //     the loader in src/daemon/native-addon.ts looks in). Node-API is
 //     ABI-stable, so one build serves every Node line.
 // The other arch is cross-compiled with Debian's toolchain. Run as root, it

@@ -8,7 +8,8 @@
 // Then the tarball: `npm pack` (its prepack builds dist/ and the prebuilt
 // addons), `npm i -g` into an empty prefix on a PATH without a C compiler,
 // and the installed CLI must mount with the native binding from the
-// tarball's prebuilt, say so in doctor and status, and serve `cat`.
+// tarball's prebuilt, say so in doctor and status, and serve `cat`; the
+// addon's sources it ships must build it from the installed package.
 
 import { execFile } from 'node:child_process';
 import { mkdir, mkdtemp, readdir, rm, symlink } from 'node:fs/promises';
@@ -94,6 +95,19 @@ fuseSuite('npm pack → npm i -g on a machine without a compiler', () => {
       expect(header.stdout).toMatch(new RegExp(`Machine:\\s+${ELF_MACHINE[arch]}\\n`));
       expect(header.stdout).toMatch(/\(NEEDED\)\s+Shared library: \[libfuse3\.so\.3\]/);
     }
+  });
+
+  it("the tarball ships every source file of the addon, and the installed package builds it from them (the fallback when no prebuilt fits)", async () => {
+    const list = (await run('tar', ['tzf', tarball])).stdout.split('\n');
+    const sources = (await readdir(join(REPO_ROOT, 'native'))).filter((f) => /\.[ch]$/.test(f));
+    expect(sources.length).toBeGreaterThan(1);
+    for (const f of sources) expect(list).toContain(`package/native/${f}`);
+    const pkg = join(prefix, 'lib', 'node_modules', 'knowledgefs');
+    const out = join(scratch, 'from-installed', 'knowledgefs_fuse.node');
+    const built = await run(process.execPath, [join(pkg, 'scripts', 'build-native.mjs'), '--out', out], { cwd: pkg, timeoutMs: 120_000 });
+    expect(built.code, built.stderr).toBe(0);
+    const loaded = await run(process.execPath, ['-e', `const a = require(${JSON.stringify(out)}); process.stdout.write(typeof a.mount + ' ' + typeof a.replyDirPlus)`]);
+    expect(loaded.stdout).toBe('function function');
   });
 
   it('the installed CLI has no compiler on its PATH, and doctor names the prebuilt native binding', async () => {

@@ -21,7 +21,7 @@ const E = constants.errno;
 type Handler = Parameters<NativeAddon['mount']>[2];
 type Call = [string, ...unknown[]];
 
-// Request kinds as native/knowledgefs_fuse.c numbers them.
+// Request kinds as native/knowledgefs_fuse.h numbers them.
 const LOOKUP = 1;
 const FORGET = 2;
 const GETATTR = 3;

@@ -4,7 +4,7 @@
 // package's prebuilt for this platform, or a build from source here, each
 // with the reason the mount's line, `status` and `doctor` give.
 
-import { copyFile, mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
+import { copyFile, mkdir, mkdtemp, readdir, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -56,13 +56,13 @@ describe('where the native addon comes from', () => {
   });
 
   beforeAll(async () => {
-    // A package as npm installs it: package.json, the build script, no native/build.
+    // A package as npm installs it: package.json, the build script, the addon's sources (native/*.c, *.h), no native/build.
     pkg = await mkdtemp(join(tmpdir(), 'kfs-addon-'));
     await writeFile(join(pkg, 'package.json'), '{"version":"0.0.0-test"}');
     await mkdir(join(pkg, 'scripts'));
     await copyFile(join(REPO_ROOT, 'scripts', 'build-native.mjs'), join(pkg, 'scripts', 'build-native.mjs'));
     await mkdir(join(pkg, 'native'));
-    await copyFile(join(REPO_ROOT, 'native', 'knowledgefs_fuse.c'), join(pkg, 'native', 'knowledgefs_fuse.c'));
+    for (const f of await readdir(join(REPO_ROOT, 'native'))) if (/\.[ch]$/.test(f)) await copyFile(join(REPO_ROOT, 'native', f), join(pkg, 'native', f));
     await symlink(join(REPO_ROOT, 'node_modules'), join(pkg, 'node_modules')); // node-api-headers, a dependency
   });
   afterAll(async () => {
@@ -79,6 +79,19 @@ describe('where the native addon comes from', () => {
     await copyFile(built, join(pkg, 'prebuilds', 'linux-x64', ADDON_FILE));
     const r = resolveNativeAddon(place(), false);
     expect(r).toMatchObject({ ok: true, origin: 'prebuilt linux-x64', path: join(pkg, 'prebuilds', 'linux-x64', ADDON_FILE) });
+  });
+
+  it("a package without the addon's sources says so rather than blaming the compiler", async () => {
+    const bare = await mkdtemp(join(tmpdir(), 'kfs-addon-bare-'));
+    try {
+      await writeFile(join(bare, 'package.json'), '{"version":"0.0.0-test"}');
+      await mkdir(join(bare, 'scripts'));
+      await copyFile(join(REPO_ROOT, 'scripts', 'build-native.mjs'), join(bare, 'scripts', 'build-native.mjs'));
+      const r = resolveNativeAddon(place({ root: bare, arch: 'riscv64', env: { ...process.env, HOME: join(bare, 'home') } }), true);
+      expect(r).toEqual({ ok: false, canBuild: false, reasons: ['no prebuilt for linux-riscv64', 'no addon sources (native/*.c) to build it from'] });
+    } finally {
+      await rm(bare, { recursive: true, force: true });
+    }
   });
 
   it('a prebuilt that does not load says why', async () => {

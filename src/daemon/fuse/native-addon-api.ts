@@ -1,4 +1,4 @@
-// What the libfuse 3 addon (native/knowledgefs_fuse.c) offers JavaScript:
+// What the libfuse 3 addon (native/*.c) offers JavaScript:
 // its request kinds, the calls that reply to them and push invalidations,
 // and loading it once per process. native-addon.ts says which file to load;
 // native-fuse-adapter.ts is the session that uses it.
@@ -7,7 +7,7 @@ import { KnowledgeError } from '../../core/errors.js';
 import type { FuseOp } from '../../core/metrics.js';
 import { addonProblem, resolveNativeAddon, thisMachine } from './native-addon.js';
 
-/** Request kinds, as native/knowledgefs_fuse.c numbers them. */
+/** Request kinds, as native/knowledgefs_fuse.h numbers them. */
 export const OP = {
   lookup: 1,
   forget: 2,

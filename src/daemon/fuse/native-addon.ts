@@ -1,11 +1,13 @@
-// Where the libfuse 3 addon (native/knowledgefs_fuse.c) comes from, in order:
+// Where the libfuse 3 addon (native/*.c) comes from, in order:
 //   1. native/build/knowledgefs_fuse.node: built from source in this checkout
 //      (`npm run build`, `npm run build:native`);
 //   2. prebuilds/<platform>-<arch>/knowledgefs_fuse.node: the prebuilt addon
 //      the npm tarball carries for linux-x64 and linux-arm64 (glibc ≥ 2.34),
 //      in the prebuildify layout (scripts/prebuild-native.mjs builds them);
-//   3. a build from source on this machine, when neither loads and a C
-//      compiler is here: scripts/build-native.mjs into native/build, or,
+//   3. a build from source on this machine, when neither loads, a C
+//      compiler is here and the package has the sources (native/*.c and
+//      *.h, which the tarball ships): scripts/build-native.mjs into
+//      native/build, or,
 //      when the package directory is not writable (a root-owned global
 //      install), into $XDG_CACHE_HOME/knowledgefs/<version>/<platform>-<arch>/.
 // Node-API is ABI-stable: one file serves every Node line. Every place that
@@ -13,7 +15,7 @@
 // `doctor` can say why the addon was, or was not, the one used.
 
 import { spawnSync } from 'node:child_process';
-import { accessSync, constants, existsSync, readFileSync } from 'node:fs';
+import { accessSync, constants, existsSync, readdirSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
@@ -49,6 +51,12 @@ function cacheBuildPath(p: AddonPlace): string {
 const firstLine = (err: unknown): string => (err instanceof Error ? err.message : String(err)).split('\n')[0] ?? '';
 const compiler = (env: NodeJS.ProcessEnv): string => env.CC?.trim() || 'gcc';
 const hasCompiler = (env: NodeJS.ProcessEnv): boolean => spawnSync(compiler(env), ['--version'], { stdio: 'ignore', env }).status === 0;
+
+/** The addon's C sources in a package (what scripts/build-native.mjs compiles), none when it has no native/. */
+export function nativeSources(root: string): string[] {
+  const dir = join(root, 'native');
+  return existsSync(dir) ? readdirSync(dir).filter((f) => f.endsWith('.c')).sort() : [];
+}
 
 function writable(dir: string): boolean {
   try {
@@ -87,8 +95,10 @@ export function resolveNativeAddon<T>(place: AddonPlace, build: boolean): AddonR
   if (!existsSync(prebuilt)) reasons.push(`no prebuilt for ${target(place)}`);
 
   const script = join(place.root, 'scripts', 'build-native.mjs');
-  const canBuild = place.platform === 'linux' && existsSync(script) && hasCompiler(place.env);
-  if (!canBuild) reasons.push(`no C compiler (${compiler(place.env)}) to build it from source`);
+  const hasSources = existsSync(script) && nativeSources(place.root).length > 0;
+  const canBuild = place.platform === 'linux' && hasSources && hasCompiler(place.env);
+  if (!hasSources) reasons.push('no addon sources (native/*.c) to build it from');
+  else if (!canBuild) reasons.push(`no C compiler (${compiler(place.env)}) to build it from source`);
   if (!build || !canBuild) return { ok: false, reasons, canBuild };
 
   const out = writable(join(place.root, 'native')) ? local : cached;

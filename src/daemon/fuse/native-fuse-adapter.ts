@@ -1,5 +1,5 @@
-// The libfuse 3 binding: the only file that loads native/knowledgefs_fuse.c's
-// addon. Like fuse-adapter.ts, each request calls the filesystem core and
+// The libfuse 3 binding: the only file that drives the addon in native/.
+// Like fuse-adapter.ts, each request calls the filesystem core and
 // answers; there is no policy here beyond what the kernel's node ids need.
 //
 // Node ids are the tree's inode numbers (tree.ts): a file's id names one
