@@ -21,6 +21,8 @@ export type ProxyMode =
   | { readonly kind: 'delay'; readonly ms: number }
   /** Accept the request and never answer. */
   | { readonly kind: 'hang' }
+  /** Keep the request (its body read) until `release()`, then forward it: a request the network delays. */
+  | { readonly kind: 'hold' }
   /** Answer with a TCP reset once the request has arrived. */
   | { readonly kind: 'reset' }
   /** Close each new connection at once (like a dead process behind a live port). */
@@ -63,6 +65,10 @@ export interface FaultProxy {
   readonly requests: readonly ProxyRequestRecord[];
   count(filter?: (r: ProxyRequestRecord) => boolean): number;
   resetCounts(): void;
+  /** Requests held now (mode 'hold'). */
+  readonly holding: number;
+  /** Forwards every held request, and stops holding new ones (every rule is dropped). */
+  release(): void;
   /** Destroys every open client socket (e.g. hung long-polls). */
   dropConnections(): void;
   close(): Promise<void>;
@@ -76,6 +82,7 @@ export async function startFaultProxy(target: string, options: { port?: number }
   const records: ProxyRequestRecord[] = [];
   const sockets = new Set<Socket>();
   const hung = new Set<ServerResponse>();
+  const held = new Set<() => void>();
 
   const pick = (method: string, url: string): ProxyMode => {
     for (const rule of rules) if (rule.match === undefined || rule.match(method, url)) return rule.mode;
@@ -124,6 +131,15 @@ export async function startFaultProxy(target: string, options: { port?: number }
       }
       case 'delay':
         await new Promise((r) => setTimeout(r, mode.ms));
+        break;
+      case 'hold':
+        await new Promise<void>((resolve) => {
+          const go = () => {
+            held.delete(go);
+            resolve();
+          };
+          held.add(go);
+        });
         break;
       default:
         break;
@@ -214,11 +230,19 @@ export async function startFaultProxy(target: string, options: { port?: number }
     resetCounts() {
       records.length = 0;
     },
+    get holding() {
+      return held.size;
+    },
+    release() {
+      rules = [];
+      for (const go of [...held]) go();
+    },
     dropConnections() {
       for (const res of hung) res.destroy();
       for (const s of sockets) s.destroy();
     },
     async close() {
+      for (const go of [...held]) go();
       for (const res of hung) res.destroy();
       for (const s of sockets) s.destroy();
       await new Promise<void>((resolve) => server.close(() => resolve()));
