@@ -9,6 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { blobKey, directoryKey, historyKey, indexKey, POINTER_KEY, PUBLICATION_FORMAT, serializeIndex, serializePointer, type Pointer } from '../src/core/publication.js';
 import { snapshotScope } from '../src/core/session/plan.js';
 import { sha256Hex } from '../src/core/sha256.js';
+import { GC_FENCE_KEY } from '../src/core/gc-fence.js';
 import { collectGarbage, kindOf, type GcProgress } from '../src/store/gc/gc.js';
 import { historyRoots } from '../src/store/gc/gc-roots.js';
 import type { ListedObject } from '../src/store/objects/object-store.js';
@@ -128,16 +129,19 @@ describe('collectGarbage', () => {
     });
     expect(result.deleted).toBe(true);
     expect(bucket.deletes.map((b) => b.length)).toEqual([1_000, 1_000, 500]);
-    expect(checks).toBe(3);
+    // Before each batch, and once more before lowering the fence (another gc's must stay up).
+    expect(checks).toBe(4);
+    expect(JSON.parse((bucket.objects.get(GC_FENCE_KEY)?.bytes ?? '').toString())).toMatchObject({ state: 'idle' });
     // Listing progress is rate-limited (only the forced final line here); every batch is reported.
+    // The listing now includes the fence gc raised first.
     expect(progress).toEqual([
-      { phase: 'listed', done: dry.listed.objects },
+      { phase: 'listed', done: dry.listed.objects + 1 },
       { phase: 'deleted', done: 1_000, total: 2_500 },
       { phase: 'deleted', done: 2_000, total: 2_500 },
       { phase: 'deleted', done: 2_500, total: 2_500 },
     ]);
     expect((await gc(bucket)).swept.objects).toBe(0);
-    expect(bucket.objects.size).toBe(dry.listed.objects - 2_500);
+    expect(bucket.objects.size).toBe(dry.listed.objects - 2_500 + 1);
   });
 
   it('a lost lock stops the deletions before the next batch', async () => {
@@ -207,7 +211,7 @@ describe('collectGarbage', () => {
 
     bucket.set(index, '{"format":1,"scope":"account","version":"wrong","files":[]}');
     bucket.set(blobKey(hex('d')), 'doomed');
-    await expect(gc(bucket, { delete: true })).rejects.toThrow(/: a publication gc keeps names it and its blobs cannot be known; nothing was deleted \(repair or republish first\)$/);
+    await expect(gc(bucket, { delete: true })).rejects.toThrow(/: a publication gc keeps names it and its blobs cannot be known; nothing more was deleted \(repair or republish first\)$/);
     expect(bucket.deletes).toEqual([]);
     expect(bucket.objects.has(blobKey(hex('d')))).toBe(true);
   });

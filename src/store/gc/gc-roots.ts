@@ -87,62 +87,95 @@ export function historyRoots(entries: readonly ListedObject[], keep: number, win
   return chosen;
 }
 
-export async function mark(options: MarkOptions): Promise<Marked> {
-  const { store, log } = options;
+/** The current pointer; refuses a store without one (a wrong --store must not look like a bucket full of garbage). */
+export async function requirePublication(store: SweepableStore): Promise<Pointer> {
   const current = await readPointer(store, POINTER_KEY);
   if (current === null) {
     throw new KnowledgeError('unavailable', `${store.description}: no ${POINTER_KEY}: not a publication (a wrong --store?); gc collects nothing without one`);
   }
-  const roots = new Map<string, { pointer: Pointer; reasons: RootReason[] }>();
-  const addRoot = (pointer: Pointer, reasons: RootReason[]) => {
+  return current;
+}
+
+/**
+ * The roots and their keys, read again on every call: gc marks once before
+ * listing and again before every batch of deletions, so a publication made
+ * current (or entered in the history) while gc runs is a root before
+ * anything it names is deleted. Only what the last call had not read yet is
+ * read (each history entry and each index once); keys only ever grow.
+ */
+export class RootMarker {
+  private readonly roots = new Map<string, { pointer: Pointer; reasons: RootReason[] }>();
+  private readonly keys = new Set<string>();
+  private readonly historyRead = new Set<string>();
+  private readonly indexesRead = new Set<string>();
+
+  constructor(private readonly options: MarkOptions) {}
+
+  private addRoot(pointer: Pointer, reasons: readonly RootReason[]): void {
     const id = idOf(pointer);
-    const root = roots.get(id) ?? { pointer, reasons: [] };
+    const root = this.roots.get(id) ?? { pointer, reasons: [] };
     for (const r of reasons) if (!root.reasons.includes(r)) root.reasons.push(r);
-    roots.set(id, root);
-  };
-  addRoot(current, ['current']);
-
-  const keys = new Set<string>();
-  const history: ListedObject[] = [];
-  for await (const entry of store.listObjects(HISTORY_PREFIX)) history.push(entry);
-  const chosen = historyRoots(history, options.keep, options.now - options.graceMs);
-  await eachLimited([...chosen], 16, async ([key, reasons]) => {
-    keys.add(key);
-    try {
-      const pointer = await readPointer(store, key);
-      if (pointer !== null) addRoot(pointer, reasons);
-    } catch (err) {
-      if (!(err instanceof PublicationError)) throw err;
-      log(`warning: ${err.message}; not a root`);
-    }
-  });
-  for (const pointer of options.served ?? []) addRoot(pointer, ['served']);
-
-  // Each index once, however many roots name it.
-  const indexes = new Map<string, { scope: string; version: string }>();
-  for (const { pointer } of roots.values()) {
-    // A root's history copy stays with it, whatever made it a root.
-    keys.add(historyKey(pointer));
-    for (const key of pointerKeys(pointer)) keys.add(key);
-    for (const [scope, version] of Object.entries(pointer.scopes)) indexes.set(indexKey(scope, version), { scope, version });
+    this.roots.set(id, root);
   }
-  await eachLimited([...indexes], 16, async ([key, { scope, version }]) => {
-    const got = await store.get(key, { maxBytes: MAX_INDEX_BYTES });
-    if (got === null || got === 'not-modified') {
-      log(`warning: ${key} is named by a publication gc keeps but is not in the store`);
-      return;
+
+  async mark(): Promise<Marked> {
+    const { store, log } = this.options;
+    const current = await requirePublication(store);
+    this.addRoot(current, ['current']);
+
+    const history: ListedObject[] = [];
+    for await (const entry of store.listObjects(HISTORY_PREFIX)) history.push(entry);
+    const chosen = historyRoots(history, this.options.keep, this.options.now - this.options.graceMs);
+    await eachLimited([...chosen], 16, async ([key, reasons]) => {
+      this.keys.add(key);
+      if (this.historyRead.has(key)) return;
+      try {
+        const pointer = await readPointer(store, key);
+        if (pointer !== null) this.addRoot(pointer, reasons);
+        this.historyRead.add(key);
+      } catch (err) {
+        if (!(err instanceof PublicationError)) throw err;
+        this.historyRead.add(key);
+        log(`warning: ${err.message}; not a root`);
+      }
+    });
+    for (const pointer of this.options.served ?? []) this.addRoot(pointer, ['served']);
+
+    // Each index once, however many roots name it.
+    const indexes = new Map<string, { scope: string; version: string }>();
+    for (const { pointer } of this.roots.values()) {
+      // A root's history copy stays with it, whatever made it a root.
+      this.keys.add(historyKey(pointer));
+      for (const key of pointerKeys(pointer)) this.keys.add(key);
+      for (const [scope, version] of Object.entries(pointer.scopes)) {
+        const key = indexKey(scope, version);
+        if (!this.indexesRead.has(key)) indexes.set(key, { scope, version });
+      }
     }
-    let index;
-    try {
-      index = parseIndex(got.bytes, scope, version, Number.MAX_SAFE_INTEGER);
-    } catch (err) {
-      if (!(err instanceof PublicationError)) throw err;
-      throw new KnowledgeError('unavailable', `${err.message}: a publication gc keeps names it and its blobs cannot be known; nothing was deleted (repair or republish first)`);
-    }
-    for (const f of index.files) keys.add(blobKey(f.sha256));
-  });
-  return {
-    roots: [...roots].map(([id, r]) => ({ id, publishedAt: r.pointer.publishedAt, reasons: r.reasons })),
-    keys,
-  };
+    await eachLimited([...indexes], 16, async ([key, { scope, version }]) => {
+      const got = await store.get(key, { maxBytes: MAX_INDEX_BYTES });
+      if (got === null || got === 'not-modified') {
+        log(`warning: ${key} is named by a publication gc keeps but is not in the store`);
+        return;
+      }
+      let index;
+      try {
+        index = parseIndex(got.bytes, scope, version, Number.MAX_SAFE_INTEGER);
+      } catch (err) {
+        if (!(err instanceof PublicationError)) throw err;
+        throw new KnowledgeError('unavailable', `${err.message}: a publication gc keeps names it and its blobs cannot be known; nothing more was deleted (repair or republish first)`);
+      }
+      for (const f of index.files) this.keys.add(blobKey(f.sha256));
+      this.indexesRead.add(key);
+    });
+    return {
+      roots: [...this.roots].map(([id, r]) => ({ id, publishedAt: r.pointer.publishedAt, reasons: [...r.reasons] })),
+      keys: this.keys,
+    };
+  }
+}
+
+/** The roots and their keys, read once. */
+export function mark(options: MarkOptions): Promise<Marked> {
+  return new RootMarker(options).mark();
 }

@@ -9,10 +9,14 @@
 // next attempt). Publishing the same directory twice uploads nothing and
 // leaves the pointer alone.
 //
-// Which blobs are present: those named by the previous publication's
-// indexes are taken as present (its readers need them); others are asked
-// about (blob-presence.ts), and reused only when written within the last
-// hour: an older one nothing names may be one `gc` is deleting.
+// Which objects are present: those named by the previous publication are
+// taken as present (its readers need them); others (blobs, indexes,
+// directory.json alike) are asked about (blob-presence.ts), and reused only
+// when written within the last hour: an older one nothing names may be one
+// `gc` is deleting (publish-uploads.ts). Around that stage publish reads
+// gc's fence (gc.json) twice, and decides and uploads again when a gc was
+// deleting in between (core/gc-fence.ts): only then does it write the
+// pointer.
 
 import { stat } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -23,7 +27,6 @@ import {
   MAX_POINTER_BYTES,
   POINTER_KEY,
   PublicationError,
-  blobKey,
   directoryKey,
   historyKey,
   indexKey,
@@ -37,25 +40,16 @@ import {
 } from '../../core/publication.js';
 import { sha256Hex } from '../../core/sha256.js';
 import type { ScopeName } from '../../core/scope.js';
-import { DirPackStore, scopeDir } from '../data-dir/dir-pack-store.js';
+import { DirPackStore } from '../data-dir/dir-pack-store.js';
 import { readDirectoryFile } from '../data-dir/directory.js';
-import { eachLimited, presentBlobs, recentBlobs } from './blob-presence.js';
-import { isObjectStoreError, isSweepable, type ObjectStore } from '../objects/object-store.js';
+import { eachLimited } from './blob-presence.js';
+import { FenceReader } from './gc-fence-reader.js';
+import { uploadBlobs, uploadUnlessRecent, withRetry, type PublishProgress, type Stage } from './publish-uploads.js';
+import { REUSE_YOUNGER_THAN_MS, mayCommit } from '../../core/gc-fence.js';
+import type { ObjectStore } from '../objects/object-store.js';
 
-const ATTEMPTS = 3;
-/**
- * A stored blob no publication names is reused only when written within
- * this long; older ones are uploaded again (gc may be deleting them: see
- * recentBlobs). gc's grace must exceed it plus the longest publish.
- */
-export const REUSE_YOUNGER_THAN_MS = 3_600_000;
-
-export interface PublishProgress {
-  readonly blobsDone: number;
-  readonly blobsTotal: number;
-  readonly bytesDone: number;
-  readonly bytesTotal: number;
-}
+export { REUSE_YOUNGER_THAN_MS } from '../../core/gc-fence.js';
+export type { PublishProgress } from './publish-uploads.js';
 
 export interface PublishOptions {
   readonly dataDir: string;
@@ -69,6 +63,8 @@ export interface PublishOptions {
   readonly progress?: (p: PublishProgress) => void;
   readonly progressIntervalMs?: number;
   readonly now?: () => number;
+  /** How often to look again while a gc is deleting in the bucket (default 1 s). */
+  readonly gcPollMs?: number;
 }
 
 export type ScopeStatus = 'added' | 'changed' | 'removed' | 'unchanged';
@@ -93,17 +89,6 @@ export interface PublishResult {
   readonly uploaded: { readonly blobs: number; readonly bytes: number; readonly indexes: number; readonly directories: number };
   /** Distinct blobs the publication names. */
   readonly blobs: number;
-}
-
-async function withRetry<T>(what: () => Promise<T>): Promise<T> {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await what();
-    } catch (err) {
-      if (attempt >= ATTEMPTS || !isObjectStoreError(err) || err.failure === 'too_large') throw err;
-      await new Promise((resolve) => setTimeout(resolve, 250 * attempt * attempt));
-    }
-  }
 }
 
 async function readPrevious(store: ObjectStore, log: (line: string) => void): Promise<Pointer | null> {
@@ -173,54 +158,22 @@ export async function publish(options: PublishOptions): Promise<PublishResult> {
   for (const s of snapshots) for (const file of s.files) if (!sources.has(file.sha256)) sources.set(file.sha256, { scope: s.scope, file });
   const unknown = [...sources.keys()].filter((sha) => !known.has(sha));
   const now = options.now ?? Date.now;
-  const present = isSweepable(store)
-    ? await recentBlobs(store, unknown, Date.now() - REUSE_YOUNGER_THAN_MS, (key) => withRetry(() => store.lastModified(key)))
-    : await presentBlobs(store, unknown, (key) => withRetry(() => store.has(key)));
-  const missing = unknown.filter((sha) => !present.has(sha)).map((sha) => sources.get(sha) as { scope: ScopeName; file: PlanFile });
 
-  const progress: PublishProgress & { blobsDone: number; bytesDone: number } = {
-    blobsDone: 0,
-    blobsTotal: missing.length,
-    bytesDone: 0,
-    bytesTotal: missing.reduce((n, m) => n + m.file.size, 0),
-  };
-  const report = options.progress;
-  // Short uploads print nothing; long ones a line a second and a last one when done.
-  let reported = false;
-  const timer = report && missing.length > 0
-    ? setInterval(() => {
-        reported = true;
-        report({ ...progress });
-      }, options.progressIntervalMs ?? 1_000)
-    : null;
-  try {
-    await eachLimited(missing, concurrency, async ({ scope, file }) => {
-      const read = await packs.read(scope, file.path);
-      const where = join(scopeDir(dataDir, scope) ?? dataDir, file.path);
-      if (read === null || read.sha256 !== file.sha256) {
-        throw new KnowledgeError('unavailable', `${where} changed or vanished while publishing; nothing was switched: run publish again`);
-      }
-      await withRetry(() => store.put(blobKey(file.sha256), read.bytes));
-      progress.blobsDone++;
-      progress.bytesDone += read.bytes.length;
+  // Decide and upload until no gc deleted anything meanwhile (core/gc-fence.ts, rule 1).
+  const uploaded = { blobs: 0, bytes: 0, indexes: 0, directories: 0 };
+  const fences = new FenceReader(store, log, options.gcPollMs ?? 1_000);
+  for (;;) {
+    const before = await fences.whenIdle();
+    const stage: Stage = { store, packs, dataDir, concurrency, since: Date.now() - REUSE_YOUNGER_THAN_MS, ...(options.progress ? { progress: options.progress } : {}), progressIntervalMs: options.progressIntervalMs ?? 1_000 };
+    const blobs = await uploadBlobs(stage, unknown, sources);
+    uploaded.blobs += blobs.blobs;
+    uploaded.bytes += blobs.bytes;
+    await eachLimited(snapshots, concurrency, async (s) => {
+      if (previous?.scopes[s.scope] === s.version) return;
+      if (await uploadUnlessRecent(stage, indexKey(s.scope, s.version), () => serializeIndex(s))) uploaded.indexes++;
     });
-  } finally {
-    if (timer !== null) clearInterval(timer);
-  }
-  if (report && reported) report({ ...progress });
-
-  let indexes = 0;
-  await eachLimited(snapshots, concurrency, async (s) => {
-    if (previous?.scopes[s.scope] === s.version) return;
-    const key = indexKey(s.scope, s.version);
-    if (await withRetry(() => store.has(key))) return;
-    await withRetry(() => store.put(key, serializeIndex(s), 'application/json'));
-    indexes++;
-  });
-  let directories = 0;
-  if (previous?.directory !== directorySha && !(await withRetry(() => store.has(directoryKey(directorySha))))) {
-    await withRetry(() => store.put(directoryKey(directorySha), directoryBytes, 'application/json'));
-    directories++;
+    if (previous?.directory !== directorySha && (await uploadUnlessRecent(stage, directoryKey(directorySha), () => directoryBytes))) uploaded.directories++;
+    if (mayCommit(before, await fences.read(), Date.now())) break;
   }
 
   let pointer = pointerFor(directorySha, snapshots, new Date(now()).toISOString());
@@ -248,7 +201,7 @@ export async function publish(options: PublishOptions): Promise<PublishResult> {
     previous,
     scopes,
     directory: previous === null ? 'added' : previous.directory === directorySha ? 'unchanged' : 'changed',
-    uploaded: { blobs: missing.length, bytes: progress.bytesDone, indexes, directories },
+    uploaded,
     blobs: sources.size,
   };
 }
