@@ -144,6 +144,35 @@ describe('collectGarbage', () => {
     expect(bucket.objects.size).toBe(dry.listed.objects - 2_500 + 1);
   });
 
+  it('before each batch, keys written again since the listing and keys a publication made current since are spared', async () => {
+    const bucket = newBucket();
+    current(bucket, publish(bucket, ['kept'], '2026-05-02T00:00:00.000Z'));
+    // A publication whose objects are there, unnamed (its history copy gone): garbage.
+    const old = publish(bucket, ['old one'], '2026-05-01T00:00:00.000Z');
+    bucket.objects.delete(historyKey(old));
+    const rewritten = blobKey(sha256Hex(Buffer.from('rewritten')));
+    bucket.set(rewritten, 'rewritten');
+    let publishedMeanwhile = false;
+    const lastModified = bucket.lastModified.bind(bucket);
+    bucket.lastModified = async (key) => {
+      // Between the listing and the first batch: a publish uploads one doomed blob again
+      // and makes current a publication naming other doomed objects.
+      if (!publishedMeanwhile) {
+        publishedMeanwhile = true;
+        bucket.set(rewritten, 'rewritten', NOW);
+        bucket.set(historyKey(old), serializePointer(old), NOW);
+        bucket.set(POINTER_KEY, serializePointer(old), NOW);
+      }
+      return lastModified(key);
+    };
+    const result = await gc(bucket, { delete: true });
+    const named = [blobKey(sha256Hex(Buffer.from('old one'))), indexKey('account', old.scopes['account'] as string), directoryKey(old.directory)];
+    for (const key of [rewritten, ...named]) expect(bucket.objects.has(key), key).toBe(true);
+    expect(result.spared.objects).toBe(4);
+    expect(result.swept.objects).toBe(0);
+    expect(bucket.deletes).toEqual([]);
+  });
+
   it('a lost lock stops the deletions before the next batch', async () => {
     const bucket = newBucket();
     current(bucket, publish(bucket, ['kept'], '2026-05-02T00:00:00.000Z'));

@@ -185,20 +185,15 @@ function explore(rules: Rules): Outcome {
       return;
     }
     const gcStep = GC_STEPS[g.pc];
-    const next = [
-      gcStep ? ['gc', gcStep(w, g, rules)] : null,
-      ['publish', publishStep(w, p, rules)],
-    ].filter((x): x is [string, [World, Gc] | [World, Publish]] => x !== null && x[1] !== null);
-    if (next.length === 0) {
+    const afterGc = gcStep === undefined ? null : gcStep(w, g, rules);
+    const afterPublish = publishStep(w, p, rules);
+    if (afterGc === null && afterPublish === null) {
       if (p.pc !== P.done || g.pc < GC_STEPS.length) throw new Error(`stuck: gc at ${g.pc}, publish at ${p.pc}`);
       orderings++;
       return;
     }
-    for (const [who, [w2, a2]] of next) {
-      const label = who === 'gc' ? `gc#${g.pc}` : `publish#${p.pc}`;
-      if (who === 'gc') walk(w2, a2 as Gc, p, [...steps, label]);
-      else walk(w2, g, a2 as Publish, [...steps, label]);
-    }
+    if (afterGc !== null) walk(afterGc[0], afterGc[1], p, [...steps, `gc#${g.pc}`]);
+    if (afterPublish !== null) walk(afterPublish[0], g, afterPublish[1], [...steps, `publish#${p.pc}`]);
   };
   walk(start(), { pc: 0, named: new Set(), doomed: [], ages: new Map(), sent: null }, { pc: P.readPrev, prev: null, before: null, toCheck: [], toUpload: [] }, []);
   return { orderings, broken };

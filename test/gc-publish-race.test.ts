@@ -125,63 +125,75 @@ async function settle<T>(p: Promise<T>): Promise<{ value?: T; error?: string }> 
   return p.then((value) => ({ value }), (err: Error) => ({ error: err.message }));
 }
 
-describe('gc --delete and publish at once, one request kind held', () => {
-  const gcKinds: Kind[] = ['list', 'get', 'head', 'put', 'delete'];
-  it.each(gcKinds)("gc's %s requests held while a publish reuses what gc listed as garbage: the publication stays whole", async (kind) => {
-    const { prefix, data, proxy } = await setUp();
-    const viaProxy = storeAt(prefix, proxy.url);
-    const direct = s3Store(s3, prefix);
-    try {
-      proxy.setRules([{ mode: { kind: 'hold' }, match: (m, u) => kindOf(m, u) === kind }]);
-      let gcDone = false;
-      const gc = settle(runGc(viaProxy)).finally(() => (gcDone = true));
-      await until(() => proxy.holding > 0 || gcDone, 10_000);
-      const log: string[] = [];
-      let published = false;
-      const pub = settle(runPublish(direct, data, log)).finally(() => (published = true));
-      // A publish either ends, or waits for the gc it saw deleting.
-      await until(() => published || log.some((l) => l.includes('waiting')), 10_000);
-      proxy.release();
-      const [g, p] = await Promise.all([gc, pub]);
-      expect(g.error).toBeUndefined();
-      expect(p.error).toBeUndefined();
-      const replica = await replicaTakes(prefix);
-      expect(replica.outcome, replica.logs.join('\n')).toBe('switched');
-      expect(replica.pointer).toEqual(p.value?.pointer);
-    } finally {
-      proxy.release();
-      await proxy.close();
-      await viaProxy.close();
-      await direct.close();
-      await removeDataDir(data);
-    }
-  });
+/** gc's requests of one kind held while a publish runs, then let through. */
+async function gcHeld(kind: Kind): Promise<void> {
+  const { prefix, data, proxy } = await setUp();
+  const viaProxy = storeAt(prefix, proxy.url);
+  const direct = s3Store(s3, prefix);
+  try {
+    proxy.setRules([{ mode: { kind: 'hold' }, match: (m, u) => kindOf(m, u) === kind }]);
+    let gcDone = false;
+    const gc = settle(runGc(viaProxy)).finally(() => (gcDone = true));
+    await until(() => proxy.holding > 0 || gcDone, 10_000);
+    const log: string[] = [];
+    let published = false;
+    const pub = settle(runPublish(direct, data, log)).finally(() => (published = true));
+    // A publish either ends, or waits for the gc it saw deleting.
+    await until(() => published || log.some((l) => l.includes('waiting')), 10_000);
+    proxy.release();
+    const [g, p] = await Promise.all([gc, pub]);
+    expect(g.error).toBeUndefined();
+    expect(p.error).toBeUndefined();
+    const replica = await replicaTakes(prefix);
+    expect(replica.outcome, replica.logs.join('\n')).toBe('switched');
+    expect(replica.pointer).toEqual(p.value?.pointer);
+  } finally {
+    proxy.release();
+    await proxy.close();
+    await viaProxy.close();
+    await direct.close();
+    await removeDataDir(data);
+  }
+}
 
-  const publishKinds: Kind[] = ['list', 'get', 'head', 'put'];
-  it.each(publishKinds)("publish's %s requests held while a whole gc --delete runs: the publication stays whole", async (kind) => {
-    const { prefix, data, proxy } = await setUp();
-    const viaProxy = storeAt(prefix, proxy.url);
-    const direct = s3Store(s3, prefix);
-    try {
-      proxy.setRules([{ mode: { kind: 'hold' }, match: (m, u) => kindOf(m, u) === kind }]);
-      const log: string[] = [];
-      let published = false;
-      const pub = settle(runPublish(viaProxy, data, log)).finally(() => (published = true));
-      await until(() => proxy.holding > 0 || published, 10_000);
-      const g = await settle(runGc(direct));
-      expect(g.error).toBeUndefined();
-      proxy.release();
-      const p = await pub;
-      expect(p.error).toBeUndefined();
-      const replica = await replicaTakes(prefix);
-      expect(replica.outcome, replica.logs.join('\n')).toBe('switched');
-      expect(replica.pointer).toEqual(p.value?.pointer);
-    } finally {
-      proxy.release();
-      await proxy.close();
-      await viaProxy.close();
-      await direct.close();
-      await removeDataDir(data);
-    }
-  });
+/** publish's requests matching `match` held while a whole gc --delete runs, then let through. */
+async function publishHeld(match: (method: string, url: string) => boolean): Promise<void> {
+  const { prefix, data, proxy } = await setUp();
+  const viaProxy = storeAt(prefix, proxy.url);
+  const direct = s3Store(s3, prefix);
+  try {
+    proxy.setRules([{ mode: { kind: 'hold' }, match }]);
+    const log: string[] = [];
+    let published = false;
+    const pub = settle(runPublish(viaProxy, data, log)).finally(() => (published = true));
+    await until(() => proxy.holding > 0 || published, 10_000);
+    const g = await settle(runGc(direct));
+    expect(g.error).toBeUndefined();
+    proxy.release();
+    const p = await pub;
+    expect(p.error).toBeUndefined();
+    const replica = await replicaTakes(prefix);
+    expect(replica.outcome, replica.logs.join('\n')).toBe('switched');
+    expect(replica.pointer).toEqual(p.value?.pointer);
+  } finally {
+    proxy.release();
+    await proxy.close();
+    await viaProxy.close();
+    await direct.close();
+    await removeDataDir(data);
+  }
+}
+
+describe('gc --delete and publish at once, one request kind held', () => {
+  it("gc's listing held while a publish reuses what gc listed as garbage: the publication stays whole", () => gcHeld('list'));
+  it("gc's GETs held while a publish reuses what gc listed as garbage: the publication stays whole", () => gcHeld('get'));
+  it("gc's HEADs held while a publish reuses what gc listed as garbage: the publication stays whole", () => gcHeld('head'));
+  it("gc's PUTs held while a publish reuses what gc listed as garbage: the publication stays whole", () => gcHeld('put'));
+  it("gc's DeleteObjects held while a publish reuses what gc listed as garbage: the publication stays whole", () => gcHeld('delete'));
+  it("publish's listing held while a whole gc --delete runs: the publication stays whole", () => publishHeld((m, u) => kindOf(m, u) === 'list'));
+  it("publish's GETs held while a whole gc --delete runs: the publication stays whole", () => publishHeld((m, u) => kindOf(m, u) === 'get'));
+  it("publish's HEADs held while a whole gc --delete runs: the publication stays whole", () => publishHeld((m, u) => kindOf(m, u) === 'head'));
+  it("publish's PUTs held while a whole gc --delete runs: the publication stays whole", () => publishHeld((m, u) => kindOf(m, u) === 'put'));
+  // Past its last look at the fence: the history copy, then the pointer.
+  it("publish's history PUT held while a whole gc --delete runs: the publication stays whole", () => publishHeld((m, u) => m === 'PUT' && u.includes('/publications/')));
 });

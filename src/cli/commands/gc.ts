@@ -60,6 +60,7 @@ export function formatGcResult(r: GcResult, where: string, graceMs: number): str
     .filter(([, t]) => t.objects > 0)
     .map(([kind, t]) => `${formatCount(t.objects)} ${t.objects === 1 ? SINGULAR[kind as GcKind] : kind} (${formatBytes(t.bytes)})`);
   lines.push(`${r.deleted ? 'deleted' : 'would delete'} ${objects(r.swept)}${kinds.length > 0 ? `: ${kinds.join(', ')}` : ''}`);
+  if (r.spared.objects > 0) lines.push(`spared ${objects(r.spared)} listed as garbage: written again, named by a new publication, or gone by the time their batch was checked`);
   if (!r.deleted && r.swept.objects > 0) lines.push('dry run: nothing was deleted; run again with --delete to delete them');
   return `${lines.join('\n')}\n`;
 }
