@@ -1,17 +1,16 @@
 #!/usr/bin/env node
-// `npm pack`'s prepack: what the tarball ships that git does not hold.
-//   - dist/ (tsc), after `npm ci` when node_modules is absent (a fresh clone);
-//   - the libfuse 3 addon prebuilt for every Linux arch in PREBUILD_ARCHES,
-//     prebuilds/linux-<arch>/knowledgefs_fuse.node, compiled from every
-//     native/*.c by scripts/build-native.mjs (the prebuildify layout
-//     the loader in src/daemon/native-addon.ts looks in). Node-API is
-//     ABI-stable, so one build serves every Node line.
+// The libfuse 3 addon prebuilt for every Linux arch in PREBUILD_ARCHES,
+// prebuilds/linux-<arch>/knowledgefs_fuse.node, compiled from every native/*.c
+// by scripts/build-native.mjs (the prebuildify layout the loader in src/daemon/fuse/native-addon.ts looks in), for the npm tarball
+// (scripts/prepack.mjs runs it; `node scripts/prebuild-native.mjs` alone
+// builds them). Node-API is ABI-stable, so one build serves every Node line.
+// Anything else under prebuilds/ is removed: only these ship.
 // The other arch is cross-compiled with Debian's toolchain. Run as root, it
 // installs what it lacks (dpkg --add-architecture, apt-get) and says so;
 // otherwise it names the packages and fails. Each prebuild's ELF machine is
 // checked, so a mixed-up toolchain cannot ship an x86-64 file as arm64.
 import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, openSync, readSync, closeSync } from 'node:fs';
+import { existsSync, openSync, readSync, closeSync, readdirSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -82,17 +81,16 @@ export function elfMachine(file) {
   return header.readUInt32BE(0) === 0x7f454c46 ? header.readUInt16LE(18) : undefined;
 }
 
-function main() {
+/** Builds prebuilds/linux-<arch>/ for every arch (installing the toolchain as root when missing), and removes anything else there. */
+export function buildPrebuilds() {
   if (process.platform !== 'linux') die(`the prebuilt addons are Linux shared objects; pack on Linux (this is ${process.platform})`);
   if (!Object.hasOwn(PREBUILD_ARCHES, process.arch)) die(`cannot pack on ${process.arch}: only ${Object.keys(PREBUILD_ARCHES).join(', ')} hosts are known`);
-  if (!existsSync(join(root, 'node_modules', 'typescript'))) {
-    say('installing npm dependencies (npm ci)…');
-    execFileSync('npm', ['ci', '--no-audit', '--no-fund', '--ignore-scripts'], { stdio: 'inherit', cwd: root });
-  }
   const missing = [...new Set(Object.keys(PREBUILD_ARCHES).flatMap(missingPackages))];
   if (missing.length > 0) installPackages(missing);
-  say('compiling dist/ (tsc)…');
-  execFileSync(process.execPath, [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(root, 'tsconfig.build.json')], { stdio: 'inherit' });
+  const wanted = new Set(Object.keys(PREBUILD_ARCHES).map((arch) => `linux-${arch}`));
+  for (const entry of existsSync(join(root, 'prebuilds')) ? readdirSync(join(root, 'prebuilds')) : []) {
+    if (!wanted.has(entry)) rmSync(join(root, 'prebuilds', entry), { recursive: true, force: true });
+  }
   for (const [arch, { elfMachine: expected }] of Object.entries(PREBUILD_ARCHES)) {
     const out = prebuildPath(arch);
     say(`building prebuilds/linux-${arch}…`);
@@ -103,4 +101,4 @@ function main() {
   }
 }
 
-if (process.argv[1] === fileURLToPath(import.meta.url)) main();
+if (process.argv[1] === fileURLToPath(import.meta.url)) buildPrebuilds();
