@@ -7,9 +7,13 @@
 //
 // Then the tarball: `npm pack` (its prepack builds dist/ and the prebuilt
 // addons), `npm i -g` into an empty prefix on a PATH without a C compiler,
-// and the installed CLI must mount with the native binding from the
-// tarball's prebuilt, say so in doctor and status, and serve `cat`; the
+// which runs no install script and warns of none (fuse-native, the libfuse 2
+// fallback, is an optional peer and is not installed), and the installed CLI
+// must mount with the native binding from the tarball's prebuilt, say so in
+// doctor and status (and that fuse-native is absent), and serve `cat`; the
 // addon's sources it ships must build it from the installed package.
+// test:artifacts does the same from a clean clone, in an image without
+// libfuse 2, a compiler or Python.
 
 import { execFile } from 'node:child_process';
 import { mkdir, mkdtemp, readdir, rm, symlink } from 'node:fs/promises';
@@ -57,6 +61,7 @@ fuseSuite('npm pack → npm i -g on a machine without a compiler', () => {
   let data = '';
   let cp: TestControlPlane | undefined;
   let mount: MountHandle | undefined;
+  let installOutput = '';
 
   beforeAll(async () => {
     scratch = await mkdtemp(join(tmpdir(), 'kfs-pack-'));
@@ -67,6 +72,7 @@ fuseSuite('npm pack → npm i -g on a machine without a compiler', () => {
     prefix = join(scratch, 'prefix');
     const installed = await run('npm', ['i', '-g', '--prefix', prefix, '--no-audit', '--no-fund', tarball], { cwd: scratch, env: { PATH: noCompiler }, timeoutMs: 300_000 });
     expect(installed.code, installed.stderr).toBe(0);
+    installOutput = `${installed.stdout}${installed.stderr}`;
     bin = join(prefix, 'lib', 'node_modules', 'knowledgefs', 'bin', 'knowledgefs.js');
     data = await makeDataDir({
       teams: { payments: 'Payments' },
@@ -110,16 +116,25 @@ fuseSuite('npm pack → npm i -g on a machine without a compiler', () => {
     expect(loaded.stdout).toBe('function function');
   });
 
-  it('the installed CLI has no compiler on its PATH, and doctor names the prebuilt native binding', async () => {
+  it('the install warns of no install script and leaves fuse-native out', () => {
+    expect(installOutput).not.toMatch(/install-scripts|gyp|ERR!/);
+    expect(installOutput).toMatch(/^added \d+ packages? in /m);
+    expect(existsSync(join(prefix, 'lib', 'node_modules', 'knowledgefs', 'node_modules', 'fuse-native'))).toBe(false);
+    expect(existsSync(join(prefix, 'lib', 'node_modules', 'fuse-native'))).toBe(false);
+  });
+
+  it('the installed CLI has no compiler on its PATH, and doctor names the prebuilt native binding and fuse-native absent', async () => {
     expect((await run('sh', ['-c', 'command -v gcc || command -v cc || echo none'], { env: { PATH: noCompiler } })).stdout.trim()).toBe('none');
     const doctor = await run(process.execPath, [bin, 'doctor'], { env: { PATH: noCompiler } });
     expect(doctor.stdout).toMatch(/^ok\s+fuse binding\s+native \(prebuilt linux-x64\): a mount uses it$/m);
+    expect(doctor.stdout).toMatch(/^note\s+fuse-native\s+not installed \(the optional libfuse 2 fallback; the native binding does not need it\) — fix: npm i -g fuse-native@2\.2\.6 /m);
   });
 
   it('a mount with --fuse-binding auto runs on the prebuilt native addon: its line and status say so, and cat reads', async () => {
     const { token } = await (cp as TestControlPlane).createSession({ kind: 'team', creator: 'alice', team: 'payments' });
     mount = await startMount({ serverUrl: (cp as TestControlPlane).url, token, bin, args: ['--fuse-binding', 'auto'], env: { PATH: noCompiler } });
     expect(mount.stderr).toMatch(/^fuse binding: native \(prebuilt linux-x64\)$/m);
+    expect(mount.stderr.split('\n').filter((l) => l.includes('fuse-native'))).toEqual([expect.stringMatching(/^fuse-native: not installed \(the optional libfuse 2 fallback; to add it: npm i -g fuse-native@2\.2\.6 /)]);
     const status = await run(process.execPath, [bin, 'status', '--socket', mount.socketPath], { env: { PATH: noCompiler } });
     expect(status.stdout).toMatch(/^fuse\s+native \(prebuilt linux-x64\)$/m);
     const cat = await run('cat', [join(mount.mountpoint, 'account', 'DUTY.md')]);

@@ -13,6 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   checkDevFuse,
   checkFusermount,
+  checkFuseNative,
   checkLibfuse,
   checkMountpoint,
   checkPermissions,
@@ -86,6 +87,19 @@ describe('machine checks (injected probes)', () => {
     writeFileSync(lib, '');
     const viaPath = await checkLibfuse({ ...base, nativeBinding: noNative, ldconfig: async () => undefined, libfusePaths: [lib] });
     expect(viaPath).toMatchObject({ status: 'ok', detail: expect.stringContaining(`fuse-native (libfuse.so.2 at ${lib})`) });
+  });
+
+  it('without native and without fuse-native installed, libfuse.so.2 alone is no fallback: FAIL naming the native packages', async () => {
+    const r = await checkLibfuse({ ...base, nativeBinding: noNative, fuseNative: async () => false, ldconfig: async () => '\tlibfuse.so.2 (libc6,x86-64) => /x/libfuse.so.2\n', libfusePaths: [] });
+    expect(r).toMatchObject({ status: 'FAIL', detail: expect.stringMatching(/native does not load \(no prebuilt .*\), and fuse-native is not installed to fall back on/), fix: expect.stringMatching(/libfuse3-3 fuse3/) });
+  });
+
+  it('fuse-native absent is one note line saying it is optional and how to add it; present is ok', async () => {
+    const absent = await checkFuseNative({ ...base, fuseNative: async () => false });
+    expect(absent).toMatchObject({ name: 'fuse-native', status: 'note', detail: expect.stringMatching(/^not installed \(the optional libfuse 2 fallback/) });
+    expect(absent.fix).toMatch(/npm i -g fuse-native@2\.2\.6/);
+    expect(formatChecks([absent]).split('\n').filter((l) => l.includes('fuse-native'))).toHaveLength(1);
+    expect(await checkFuseNative({ ...base, fuseNative: async () => true })).toMatchObject({ status: 'ok' });
   });
 
   it('fusermount missing from PATH fails with the package to install', async () => {

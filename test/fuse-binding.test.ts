@@ -4,11 +4,12 @@
 // package's prebuilt for this platform, or a build from source here, each
 // with the reason the mount's line, `status` and `doctor` give.
 
-import { copyFile, mkdir, mkdtemp, readdir, rm, symlink, writeFile } from 'node:fs/promises';
+import { copyFile, mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chooseFuseBinding, describeBinding, parseFuseBinding } from '../src/daemon/fuse/fuse-binding.js';
+import { FUSE_NATIVE_VERSION, fuseNativeInstalled } from '../src/daemon/fuse/fuse-native-presence.js';
 import { ADDON_FILE, localBuildPath, resolveNativeAddon, type AddonPlace } from '../src/daemon/fuse/native-addon.js';
 import { loadNativeAddon } from '../src/daemon/fuse/native-addon-api.js';
 import { REPO_ROOT } from './helpers/mount.js';
@@ -41,6 +42,29 @@ describe('fuse binding', () => {
       expect(describeBinding(chooseFuseBinding('auto'))).toMatch(/^fuse-native \(auto: cannot load the libfuse 3 binding: .*libfuse3-3/);
       expect(() => chooseFuseBinding('native')).toThrow(/npm run build:native/);
     }
+  });
+});
+
+describe('fuse-native, an optional peer', () => {
+  it('is a peer the package can do without, at the version named in messages, and a dev dependency here', async () => {
+    const pkg = JSON.parse(await readFile(join(REPO_ROOT, 'package.json'), 'utf8')) as Record<string, Record<string, unknown> | undefined>;
+    expect(pkg.dependencies?.['fuse-native']).toBeUndefined();
+    expect(pkg.peerDependencies?.['fuse-native']).toBe(FUSE_NATIVE_VERSION);
+    expect(pkg.peerDependenciesMeta?.['fuse-native']).toEqual({ optional: true });
+    expect(pkg.devDependencies?.['fuse-native']).toBe(FUSE_NATIVE_VERSION);
+  });
+
+  it('is looked up without being loaded; a failed lookup means absent', () => {
+    expect(fuseNativeInstalled()).toBe(true); // this checkout installs it for its own tests
+    expect(fuseNativeInstalled(() => { throw Object.assign(new Error("Cannot find module 'fuse-native'"), { code: 'MODULE_NOT_FOUND' }); })).toBe(false);
+  });
+
+  it('auto without a loadable native addon and without fuse-native is an error naming both and the fix', () => {
+    if (nativeLoads()) {
+      expect(chooseFuseBinding('auto', () => false).binding).toBe('native'); // fuse-native is not asked for when native loads
+      return;
+    }
+    expect(() => chooseFuseBinding('auto', () => false)).toThrow(/cannot load the libfuse 3 binding: .*The fallback, fuse-native, is not installed either \(npm i -g fuse-native@2\.2\.6/);
   });
 });
 

@@ -18,6 +18,7 @@ import { prepareCacheDirectory } from './content/cache-directory.js';
 import { HttpControlClient } from './control-plane/http-control-client.js';
 import { chooseFuseBinding, DEFAULT_FUSE_BINDING, describeBinding, type ChosenBinding } from './fuse/fuse-binding.js';
 import { describeFuseProblems, fuseProblems } from './fuse/fuse-check.js';
+import { FUSE_NATIVE_ABSENT, fuseNativeInstalled } from './fuse/fuse-native-presence.js';
 import { checkHandedMount, handedMountBinding } from './fuse/handed-mount.js';
 import type { MountDaemonIo } from './mount-daemon.js';
 import { describeMountOptions, validateMountOptions, type MountOptions } from './options.js';
@@ -78,6 +79,7 @@ export async function runMountDaemon(opts: MountOptions, io: MountDaemonIo, stop
     }
     const { MountDaemon } = await loading;
     io.log(`fuse binding: ${describeBinding(chosen)}`);
+    if (!fuseNativeInstalled()) io.log(FUSE_NATIVE_ABSENT);
     io.log(`knowledgefs mount: ${describeMountOptions(effective)}`);
     const t1 = performance.now();
     const built = new MountDaemon(effective, io, plan, client);

@@ -34,6 +34,8 @@ export interface Probes {
   readonly groups: readonly number[];
   /** Whether the native (libfuse 3) binding loads here, from where, or why not; absent = not checked. */
   readonly nativeBinding?: () => Promise<NativeProbe>;
+  /** Whether fuse-native (the optional libfuse 2 fallback) is installed; absent = not checked. */
+  readonly fuseNative?: () => Promise<boolean>;
 }
 
 export type NativeProbe =
@@ -70,6 +72,7 @@ export function systemProbes(env: NodeJS.ProcessEnv): Probes {
       const r = resolveNativeAddon(thisMachine(env), false);
       return r.ok ? { loads: true, origin: r.origin } : { loads: false, why: r.reasons.join('; '), canBuild: r.canBuild };
     },
+    fuseNative: async () => (await import('../../daemon/fuse/fuse-native-presence.js')).fuseNativeInstalled(),
   };
 }
 
@@ -116,6 +119,9 @@ export async function checkLibfuse(p: Probes): Promise<CheckResult> {
     return { name, status: 'note', detail: `native, built from source at the first mount (${native.why})`, fix: 'the build needs libfuse3-dev (Debian: apt-get install -y libfuse3-dev pkg-config)' };
   }
   const fix = 'apt-get install -y libfuse3-3 fuse3 for the native binding, or libfuse2 for fuse-native (Debian/Ubuntu)';
+  if (p.fuseNative !== undefined && !(await p.fuseNative())) {
+    return { name, status: 'FAIL', detail: `native does not load (${native.why}), and fuse-native is not installed to fall back on`, fix: 'apt-get install -y libfuse3-3 fuse3 (Debian/Ubuntu) for the native binding' };
+  }
   const out = await p.ldconfig();
   const line = out?.split('\n').find((l) => /\blibfuse\.so\.2\b/.test(l));
   let libfuse2 = line === undefined ? undefined : (line.split('=>')[1]?.trim() ?? 'a path ldconfig knows');
@@ -130,6 +136,19 @@ export async function checkLibfuse(p: Probes): Promise<CheckResult> {
   }
   if (libfuse2 !== undefined) return { name, status: 'ok', detail: `fuse-native (libfuse.so.2 at ${libfuse2}); native does not load: ${native.why}` };
   return { name, status: 'FAIL', detail: `native does not load (${native.why}) and libfuse.so.2 is not found for fuse-native`, fix };
+}
+
+/**
+ * fuse-native, the libfuse 2 fallback: an optional peer, installed only by
+ * whoever wants it. Absent is a note, not a failure (the native binding
+ * needs nothing of it); checkLibfuse fails when nothing else can mount.
+ */
+export async function checkFuseNative(p: Probes): Promise<CheckResult> {
+  const name = 'fuse-native';
+  if (p.fuseNative === undefined) return { name, status: 'skip', detail: 'not checked' };
+  if (await p.fuseNative()) return { name, status: 'ok', detail: 'installed: the libfuse 2 fallback (--fuse-binding fuse-native, or auto when native does not load)' };
+  const { FUSE_NATIVE_INSTALL } = await import('../../daemon/fuse/fuse-native-presence.js');
+  return { name, status: 'note', detail: 'not installed (the optional libfuse 2 fallback; the native binding does not need it)', fix: FUSE_NATIVE_INSTALL };
 }
 
 async function findOnPath(command: string, pathEnv: string | undefined): Promise<string | undefined> {

@@ -20,6 +20,7 @@ import { optionParser } from '../option-parser.js';
 import {
   checkDevFuse,
   checkFusermount,
+  checkFuseNative,
   checkLibfuse,
   checkMountpoint,
   checkPermissions,
@@ -79,6 +80,7 @@ export async function runDoctor(o: DoctorOptions, env: NodeJS.ProcessEnv, probes
   const results: CheckResult[] = [
     await checkDevFuse(probes),
     await checkLibfuse(probes),
+    await checkFuseNative(probes),
     await checkFusermount(probes),
     await checkPermissions(probes),
     ...(await checkServer({ server, token: token.token, tokenSource: token.source, tokenError: token.error, timeoutMs })),

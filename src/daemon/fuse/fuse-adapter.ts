@@ -26,6 +26,7 @@ import type { FuseOp } from '../../core/metrics.js';
 import { EROFS, ErrnoMapper } from './errno.js';
 import type { FuseOpMeter } from './fuse-op-meter.js';
 import type { KnowledgeFilesystem, StatFs } from '../filesystem.js';
+import { FUSE_NATIVE_INSTALL, fuseNativeInstalled } from './fuse-native-presence.js';
 import { mountEntry } from './stale-mount.js';
 
 type Cb<T extends unknown[] = []> = (code: number, ...result: Partial<T>) => void;
@@ -59,6 +60,7 @@ let FuseClass: FuseConstructor | undefined;
 /** Loads the binding lazily so commands that never mount don't need libfuse. */
 function loadFuse(): FuseConstructor {
   if (FuseClass === undefined) {
+    if (!fuseNativeInstalled()) throw new KnowledgeError('config', `cannot load the FUSE binding fuse-native: it is not installed (an optional peer of knowledgefs: ${FUSE_NATIVE_INSTALL})`);
     try {
       FuseClass = require('fuse-native') as FuseConstructor;
     } catch (err) {

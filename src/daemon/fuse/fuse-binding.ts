@@ -6,8 +6,9 @@
 //                caches, needs libfuse2 + fuse;
 //   auto         native when its addon loads here (native-addon.ts: built in
 //                this checkout, prebuilt in the npm package, or built from
-//                source now), else fuse-native. The mount says which and why
-//                in one stderr line, and `status` and `doctor` show it.
+//                source now), else fuse-native when it is installed (an
+//                optional peer: fuse-native-presence.ts). The mount says which
+//                and why in one stderr line, and `status` and `doctor` show it.
 // Both sit behind the same FuseMount; the rest of the daemon asks only the
 // traits below. Both adapters load their native code lazily, at mount.
 
@@ -15,6 +16,7 @@ import { KnowledgeError } from '../../core/errors.js';
 import type { KnowledgeFilesystem } from '../filesystem.js';
 import * as fuseNative from './fuse-adapter.js';
 import type { FuseMount } from './fuse-adapter.js';
+import { FUSE_NATIVE_INSTALL, fuseNativeInstalled } from './fuse-native-presence.js';
 import { fuseFdNeedsNative } from './handed-mount.js';
 import { loadNativeAddonWithOrigin } from './native-addon-api.js';
 import * as native from './native-fuse-adapter.js';
@@ -52,14 +54,19 @@ export interface ChosenBinding {
 
 export const describeBinding = (c: ChosenBinding): string => `${c.binding} (${c.why})`;
 
-/** Resolves `auto`; `native` when its addon cannot load is an error naming the fix. */
-export function chooseFuseBinding(choice: FuseBindingChoice): ChosenBinding {
+/**
+ * Resolves `auto`; `native` when its addon cannot load is an error naming the
+ * fix, and so is `auto` when fuse-native is not installed to fall back on.
+ */
+export function chooseFuseBinding(choice: FuseBindingChoice, hasFuseNative: () => boolean = fuseNativeInstalled): ChosenBinding {
   if (choice === 'fuse-native') return { binding: 'fuse-native', why: 'as asked' };
   try {
     return { binding: 'native', why: loadNativeAddonWithOrigin().origin };
   } catch (err) {
     if (choice === 'native') throw err;
-    return { binding: 'fuse-native', why: `auto: ${err instanceof Error ? err.message : String(err)}` };
+    const why = err instanceof Error ? err.message : String(err);
+    if (!hasFuseNative()) throw new KnowledgeError('config', `${why}. The fallback, fuse-native, is not installed either (${FUSE_NATIVE_INSTALL})`);
+    return { binding: 'fuse-native', why: `auto: ${why}` };
   }
 }
 
