@@ -74,24 +74,27 @@ describe('knowledgefs mount --fuse-fd: refused with the fix named', () => {
   });
 });
 
-describe('handed mount: its kernel options must match --allow-other and --group', () => {
+describe('handed mount: its kernel options must be ro and match --allow-other and --group', () => {
   const entry = (options: string) => ({ source: 'knowledgefs', target: '/k', fstype: 'fuse.knowledgefs', options: options.split(',') });
   const fuse = () => true;
   it('agreeing options pass; each disagreement is named', () => {
-    expect(handedMountProblems(3, '/k', entry('rw,user_id=1,group_id=1,default_permissions,allow_other'), { allowOther: true, defaultPermissions: true }, fuse)).toEqual([]);
-    expect(handedMountProblems(3, '/k', entry('rw,user_id=1,group_id=1'), { allowOther: false, defaultPermissions: false }, fuse)).toEqual([]);
-    expect(handedMountProblems(3, '/k', entry('rw,user_id=1,group_id=1'), { allowOther: true, defaultPermissions: false }, fuse).join()).toContain('mounted without allow_other');
-    expect(handedMountProblems(3, '/k', entry('rw,allow_other'), { allowOther: false, defaultPermissions: false }, fuse).join()).toContain('mounted with allow_other (every local user may read it)');
-    expect(handedMountProblems(3, '/k', entry('rw,allow_other'), { allowOther: true, defaultPermissions: true }, fuse).join()).toContain('--group would not be enforced');
+    expect(handedMountProblems(3, '/k', entry('ro,user_id=1,group_id=1,default_permissions,allow_other'), { allowOther: true, defaultPermissions: true }, fuse)).toEqual([]);
+    expect(handedMountProblems(3, '/k', entry('ro,user_id=1,group_id=1'), { allowOther: false, defaultPermissions: false }, fuse)).toEqual([]);
+    expect(handedMountProblems(3, '/k', entry('ro,user_id=1,group_id=1'), { allowOther: true, defaultPermissions: false }, fuse).join()).toContain('mounted without allow_other');
+    expect(handedMountProblems(3, '/k', entry('ro,allow_other'), { allowOther: false, defaultPermissions: false }, fuse).join()).toContain('mounted with allow_other (every local user may read it)');
+    expect(handedMountProblems(3, '/k', entry('ro,allow_other'), { allowOther: true, defaultPermissions: true }, fuse).join()).toContain('--group would not be enforced');
     expect(handedMountProblems(3, '/k', undefined, { allowOther: false, defaultPermissions: false }, fuse).join()).toContain('/k is not a FUSE mount');
+    expect(handedMountProblems(3, '/k', entry('rw,user_id=1,group_id=1'), { allowOther: false, defaultPermissions: false }, fuse)).toEqual([
+      '/k was mounted read-write: a knowledge mount is read-only at the kernel level (writes get EROFS), so mount it ro (mount-helper does)',
+    ]);
   });
 });
 
 describe('mount-helper', () => {
   it('mounts the way fusermount3 does: nosuid, nodev, the descriptor, a directory root owned by the daemon user', () => {
     const user = { uid: 1000, gid: 1001 };
-    expect(kernelMountOptions({ user, allowOther: false, defaultPermissions: false }, 3)).toBe('nosuid,nodev,fd=3,rootmode=40000,user_id=1000,group_id=1001');
-    expect(kernelMountOptions({ user, allowOther: true, defaultPermissions: true }, 3)).toBe('nosuid,nodev,fd=3,rootmode=40000,user_id=1000,group_id=1001,allow_other,default_permissions');
+    expect(kernelMountOptions({ user, allowOther: false, defaultPermissions: false }, 3)).toBe('ro,nosuid,nodev,fd=3,rootmode=40000,user_id=1000,group_id=1001');
+    expect(kernelMountOptions({ user, allowOther: true, defaultPermissions: true }, 3)).toBe('ro,nosuid,nodev,fd=3,rootmode=40000,user_id=1000,group_id=1001,allow_other,default_permissions');
   });
 
   it('drops to the user with no groups, no capabilities (the bounding set too) and no way back', () => {

@@ -96,7 +96,7 @@ usersSuite('an unprivileged mount daemon (mount-helper + --fuse-fd)', () => {
       expect(m.stderr).toMatch(/fuse-binding native, fuse-fd 3 \(mounted by another process\)/);
 
       const mountLine = readFileSync('/proc/mounts', 'utf8').split('\n').find((l) => l.split(' ')[1] === m.mountpoint);
-      expect(mountLine).toMatch(new RegExp(`^knowledgefs \\S+ fuse\\.knowledgefs \\S*nosuid,nodev\\S*user_id=${daemonUser.uid},group_id=${daemonUser.gid},default_permissions,allow_other`));
+      expect(mountLine).toMatch(new RegExp(`^knowledgefs \\S+ fuse\\.knowledgefs ro,nosuid,nodev\\S*user_id=${daemonUser.uid},group_id=${daemonUser.gid},default_permissions,allow_other`));
 
       // The agent reads through the kernel like any mount.
       expect((await runAs(agent, 'ls', [m.mountpoint])).stdout.split('\n').filter(Boolean)).toEqual(['account', 'team_payments']);
@@ -116,6 +116,32 @@ usersSuite('an unprivileged mount daemon (mount-helper + --fuse-fd)', () => {
       expect((await runAs(agent, 'cat', [edited])).stdout).toBe('version one\n');
       await writeDataFile(dataDir, 'account/edit-me.md', 'version two\n');
       expect(await waitFor(async () => (await runAs(agent, 'cat', [edited])).stdout === 'version two\n', 20_000)).toBe(true);
+    });
+
+    it('the handed mount is read-only at the kernel level: every write-mode open of a warm file, and every change, is EROFS', async () => {
+      const m = await helperMount(['--group', agent.name], ['--group', agent.name]);
+      const file = join(m.mountpoint, 'account/DUTY.md');
+      expect((await runAs(agent, 'cat', [file])).stdout).toBe('# Account\n'); // warm: the kernel has it cached
+      const tries: Array<[string, string[]]> = [
+        ['append', ['sh', '-c', `echo x >> '${file}'`]],
+        ['overwrite', ['sh', '-c', `echo x > '${file}'`]],
+        ['truncate', ['truncate', '-s', '0', file]],
+        ['touch', ['touch', file]],
+        ['create', ['touch', join(m.mountpoint, 'account/new.md')]],
+        ['mkdir', ['mkdir', join(m.mountpoint, 'account/d')]],
+        ['rm', ['rm', '-f', file]],
+      ];
+      for (const who of [agent, daemonUser]) {
+        for (const [what, [cmd, ...args]] of tries) {
+          const r = await runAs(who, cmd!, args);
+          expect(r.code, `${who.name} ${what}`).not.toBe(0);
+          expect(r.stderr, `${who.name} ${what}`).toMatch(/Read-only file system/);
+        }
+        // O_RDWR and O_WRONLY opens, by the syscall's own errno.
+        const open = await runAs(who, process.execPath, ['-e', `const fs=require('fs');for(const f of ['r+','w','a'])try{fs.closeSync(fs.openSync(${JSON.stringify(file)},f))}catch(e){console.log(f,e.code)}`]);
+        expect(open.stdout.trim().split('\n'), who.name).toEqual(['r+ EROFS', 'w EROFS', 'a EROFS']);
+      }
+      expect((await runAs(agent, 'cat', [file])).stdout).toBe('# Account\n');
     });
 
     it('the agent cannot unmount it, nor mount over it', async () => {

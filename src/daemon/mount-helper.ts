@@ -3,7 +3,8 @@
 //
 //   1. opens /dev/fuse and mounts MOUNTPOINT on it, doing what fusermount3
 //      does: mount(2) with fd=N,rootmode=40000,user_id=U,group_id=G (and
-//      allow_other/default_permissions when asked), nosuid,nodev. Node has no
+//      allow_other/default_permissions when asked), ro,nosuid,nodev (ro: the
+//      kernel answers every write EROFS before asking the daemon). Node has no
 //      mount(2), so util-linux `mount -i` makes the call with the descriptor
 //      inherited as its fd 3 (no helper program, no setuid binary);
 //   2. starts the daemon command with that descriptor as its fd 3, as user
@@ -53,6 +54,7 @@ export interface MountHelperIo {
 /** The kernel options for mount(2), in the form fusermount3 passes them. */
 export function kernelMountOptions(o: Pick<MountHelperOptions, 'user' | 'allowOther' | 'defaultPermissions'>, fd: number): string {
   return [
+    'ro',
     'nosuid',
     'nodev',
     `fd=${fd}`,

@@ -83,6 +83,9 @@ export function handedMountProblems(fd: number, mountpoint: string, entry: Mount
     problems.push(`${mountpoint} is not a FUSE mount${entry === undefined ? '' : ` (it is ${entry.fstype})`}: with --fuse-fd, mount it first (knowledgefs mount-helper)`);
     return problems;
   }
+  if (!entry.options.includes('ro')) {
+    problems.push(`${mountpoint} was mounted read-write: a knowledge mount is read-only at the kernel level (writes get EROFS), so mount it ro (mount-helper does)`);
+  }
   if (wants.allowOther && !entry.options.includes('allow_other')) {
     problems.push(`${mountpoint} was mounted without allow_other, but --allow-other/--group asks for other users: mount it with allow_other (mount-helper --allow-other or --group)`);
   }
