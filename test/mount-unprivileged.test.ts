@@ -5,8 +5,9 @@
 // user `kfs-test-daemon` and the agent `kfs-test-victim`, who reads through
 // allow_other and tries to take the mount down.
 
-import { chmodSync, readFileSync, readdirSync, readlinkSync } from 'node:fs';
-import { join } from 'node:path';
+import { chmodSync, mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { localBuildPath, PACKAGE_ROOT } from '../src/daemon/fuse/native-addon.js';
 import { startControlPlane, type TestControlPlane } from './helpers/control-plane.js';
@@ -45,11 +46,12 @@ usersSuite('an unprivileged mount daemon (mount-helper + --fuse-fd)', () => {
     });
 
     /** mount-helper as root, the daemon as `daemonUser`; `helperArgs`/`daemonArgs` are extra flags for each. */
-    async function helperMount(helperArgs: string[], daemonArgs: string[]): Promise<MountHandle> {
+    async function helperMount(helperArgs: string[], daemonArgs: string[], socketPath?: string): Promise<MountHandle> {
       const s = await cp.createSession({ kind: 'team', creator: 'alice', team: 'payments' });
       const m = await startMount({
         serverUrl: cp.url,
         token: s.token,
+        ...(socketPath === undefined ? {} : { socketPath }),
         args: ['--prefetch-content', 'off', '--sync-interval', '200ms', '--fuse-fd', '3', ...daemonArgs],
         daemonUser,
         wrap: (mountArgs) => ['mount-helper', mountArgs[1]!, '--user', daemonUser.name, ...helperArgs, '--', process.execPath, BIN, ...mountArgs],
@@ -116,6 +118,58 @@ usersSuite('an unprivileged mount daemon (mount-helper + --fuse-fd)', () => {
       expect((await runAs(agent, 'cat', [edited])).stdout).toBe('version one\n');
       await writeDataFile(dataDir, 'account/edit-me.md', 'version two\n');
       expect(await waitFor(async () => (await runAs(agent, 'cat', [edited])).stdout === 'version two\n', 20_000)).toBe(true);
+    });
+
+    it('a separate agent user reads through the socket when the daemon user is named; unnamed, or another owner named, it is refused', async () => {
+      const base = mkdtempSync(join(tmpdir(), 'kfs-helper-socket-'));
+      chmodSync(base, 0o755);
+      const sock = join(base, 'kfs', 'control.sock');
+      try {
+        const m = await helperMount(['--group', agent.name, '--socket', sock], ['--group', agent.name], sock);
+        // The helper made the directory: the daemon user's, group agent, setgid, nobody else in.
+        const dir = statSync(join(base, 'kfs'));
+        expect([dir.uid, dir.gid, (dir.mode & 0o7777).toString(8)]).toEqual([daemonUser.uid, agent.gid, '2750']);
+        const socket = statSync(sock);
+        expect([socket.uid, socket.gid, (socket.mode & 0o777).toString(8)]).toEqual([daemonUser.uid, agent.gid, '660']);
+        expect(m.stderr).toContain(`control socket listening on ${sock} (group ${agent.gid} may connect)`);
+
+        const path = 'knowledge/team_payments/runbooks/db.md';
+        const named = await runAs(agent, process.execPath, [BIN, 'read', path, '--socket', sock, '--daemon-user', daemonUser.name], { cwd: m.dir });
+        expect(named.stderr).toBe('');
+        expect(named.stdout).toContain('failover steps');
+        const byEnv = await runAs(agent, process.execPath, [BIN, 'manifest', '--socket', sock], { cwd: m.dir, env: { KNOWLEDGEFS_DAEMON_USER: String(daemonUser.uid) } });
+        expect(byEnv.code, byEnv.stderr).toBe(0);
+        expect(byEnv.stdout).toContain('team_payments');
+
+        // Not named: the directory's owner is not trusted, whoever it is.
+        const unnamed = await runAs(agent, process.execPath, [BIN, 'read', path, '--socket', sock], { cwd: m.dir });
+        expect(unnamed.code).toBe(4);
+        expect(unnamed.stdout).toBe('');
+        expect(unnamed.stderr).toContain(`refusing to use the control socket ${sock}: ${join(base, 'kfs')} is owned by uid ${daemonUser.uid}, not by root or uid ${agent.uid}`);
+        expect(unnamed.stderr).toContain('name it (--daemon-user or KNOWLEDGEFS_DAEMON_USER)');
+        // Another user named: still refused (the name must be the owner's).
+        const other = testUser('kfs-test-other');
+        const wrong = await runAs(agent, process.execPath, [BIN, 'read', path, '--socket', sock, '--daemon-user', other.name], { cwd: m.dir });
+        expect(wrong.code).toBe(4);
+        expect(wrong.stderr).toContain(`is owned by uid ${daemonUser.uid}, not by root, uid ${agent.uid} or uid ${other.uid}`);
+        const unknown = await runAs(agent, process.execPath, [BIN, 'read', path, '--socket', sock, '--daemon-user', 'kfs-test-no-such-user'], { cwd: m.dir });
+        expect(unknown.code).toBe(2);
+        expect(unknown.stderr).toContain('the daemon user kfs-test-no-such-user is not a user in /etc/passwd');
+        // A user outside the group cannot reach the socket at all.
+        const outsider = await runAs(other, process.execPath, [BIN, 'read', path, '--socket', sock, '--daemon-user', daemonUser.name], { cwd: m.dir });
+        expect(outsider.code).not.toBe(0);
+        expect(outsider.stdout).not.toContain('failover');
+
+        // The agent can neither signal the daemon nor read its environment, memory or token.
+        const pid = daemonPid(m);
+        expect((await runAs(agent, 'sh', ['-c', `kill -TERM ${pid}`])).code).not.toBe(0);
+        for (const file of [`/proc/${pid}/environ`, `/proc/${pid}/mem`, join(dirname(m.socketPath), 'token')]) {
+          expect((await runAs(agent, 'cat', [file])).code, file).not.toBe(0);
+        }
+        expect(status(pid).Uid?.split('\t')[0]).toBe(String(daemonUser.uid));
+      } finally {
+        rmSync(base, { recursive: true, force: true });
+      }
     });
 
     it('the handed mount is read-only at the kernel level: every write-mode open of a warm file, and every change, is EROFS', async () => {

@@ -29,6 +29,7 @@ import {
   type ResourceKind,
 } from '../core/wire.js';
 import { InvalidArgumentError } from './errors.js';
+import { daemonUid } from './daemon-user.js';
 import { controlSocketPath } from './socket-path.js';
 import { DEFAULT_TIMEOUT_MS, SocketTransport } from './socket-transport.js';
 
@@ -41,6 +42,12 @@ export interface KnowledgeClientOptions {
   readonly timeoutMs?: number;
   /** Directory that relative paths are resolved from. Default: `process.cwd()` at each call. */
   readonly cwd?: string;
+  /**
+   * The mount daemon's user (name or uid) when it runs as a user of its own
+   * (mount-helper --user): its socket and directory are trusted beside root
+   * and the caller's. Default: `$KNOWLEDGEFS_DAEMON_USER`, else none.
+   */
+  readonly daemonUser?: string | number;
 }
 
 export interface ReadOptions {
@@ -122,7 +129,7 @@ export class KnowledgeClient {
   constructor(options: KnowledgeClientOptions = {}) {
     this.socketPath = controlSocketPath(options.socketPath);
     const timeoutMs = checkCount('timeoutMs', options.timeoutMs, 1, 2 ** 31 - 1) ?? DEFAULT_TIMEOUT_MS;
-    this.transport = new SocketTransport(this.socketPath, timeoutMs);
+    this.transport = new SocketTransport(this.socketPath, timeoutMs, daemonUid(options.daemonUser));
     this.cwd = options.cwd;
   }
 

@@ -25,6 +25,7 @@ import type { Duplex } from 'node:stream';
 import { KnowledgeError, isErrorCode } from '../core/errors.js';
 import { SOCKET_ENV } from '../core/local/socket-path.js';
 import { DaemonUnreachableError, errorFromWire, type UnreachableReason } from './errors.js';
+import { DAEMON_USER_ENV } from './daemon-user.js';
 import { socketTrustProblem } from './socket-trust.js';
 
 // node:http through require, not an ES import: on Node 22 and later the import also loads Node's bundled undici
@@ -38,11 +39,14 @@ const MAX_RESPONSE_BYTES = 64 * 1024 * 1024;
 export class SocketTransport {
   readonly path: string;
   private readonly timeoutMs: number;
+  private readonly daemonUid: number | undefined;
   private readonly agent: Http.Agent;
 
-  constructor(path: string, timeoutMs: number = DEFAULT_TIMEOUT_MS) {
+  /** `daemonUid`: the daemon's user as the operator named it, trusted beside root and the caller. */
+  constructor(path: string, timeoutMs: number = DEFAULT_TIMEOUT_MS, daemonUid?: number) {
     this.path = path;
     this.timeoutMs = timeoutMs;
+    this.daemonUid = daemonUid;
     this.agent = new TrustCheckingAgent(() => this.checkTrust());
   }
 
@@ -64,13 +68,15 @@ export class SocketTransport {
   }
 
   private checkTrust(): void {
-    const trust = socketTrustProblem(this.path);
+    const caller = process.getuid?.() ?? 0;
+    const trust = socketTrustProblem(this.path, this.daemonUid === undefined ? caller : [caller, this.daemonUid]);
     if (trust.ok) return;
     if (trust.missing) throw this.noDaemon();
     throw this.unreachable(
       'untrusted',
       `refusing to use the control socket ${this.path}: ${trust.problem}, so another user could stand in for the mount daemon; ` +
-        'use a socket in a directory only root or you can write (see --socket)',
+        'use a socket in a directory only root or you can write (see --socket)' +
+        (/ is owned by uid \d+/.test(trust.problem) ? `, or, when the daemon runs as a user of its own, name it (--daemon-user or ${DAEMON_USER_ENV})` : ''),
     );
   }
 

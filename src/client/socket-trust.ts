@@ -1,7 +1,8 @@
 // The client's side of the control-socket trust rule (src/core/local/socket-trust.ts):
 // before `read`, `manifest` or `reminder` send anything, the socket and every
-// directory above it must be owned by root or by the caller, and no other
-// user may be able to replace the socket. Otherwise another local user could
+// directory above it must be owned by root, by the caller, or by the daemon's
+// user when the operator named it (daemon-user.ts), and no other user may be
+// able to replace the socket. Otherwise another local user could
 // answer in the daemon's place, so the client refuses and says why.
 //
 // A missing socket is refused here too (as "no daemon"), without connecting:
@@ -10,7 +11,7 @@
 
 import { lstatSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
-import { socketFileTrustProblem } from '../core/local/socket-trust.js';
+import { socketFileTrustProblem, type TrustedUids } from '../core/local/socket-trust.js';
 import { directoryChainProblem } from '../disk/trusted-directory.js';
 
 export type SocketTrust = { readonly ok: true } | { readonly ok: false; readonly missing: boolean; readonly problem: string };
@@ -19,8 +20,8 @@ function callerUid(): number {
   return process.getuid?.() ?? 0;
 }
 
-/** Whether the socket at `path` may be trusted by user `uid` (default: this process's). */
-export function socketTrustProblem(path: string, uid: number = callerUid()): SocketTrust {
+/** Whether the socket at `path` may be trusted by user `uid` (default: this process's), or by any of several. */
+export function socketTrustProblem(path: string, uid: TrustedUids = callerUid()): SocketTrust {
   const absolute = resolve(path);
   let dirProblem: string | undefined;
   try {

@@ -187,7 +187,7 @@ export class MountDaemon {
       fuseFd: this.opts.fuseFd,
     });
     try {
-      this.socket = await startControlSocket(this.opts.socketPath, this.backend(), this.io.log);
+      this.socket = await startControlSocket(this.opts.socketPath, this.backend(), this.io.log, this.opts.group);
     } catch (err) {
       await this.fuse.unmount();
       throw err;

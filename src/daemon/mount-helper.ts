@@ -28,6 +28,7 @@ import { KnowledgeError } from '../core/errors.js';
 import { findOnPath } from './fuse/fuse-check.js';
 import type { RunAsUser } from './run-as-user.js';
 import { cleanStaleMount, mountEntry } from './fuse/stale-mount.js';
+import { prepareHelperSocketDirectory } from './socket/helper-socket-directory.js';
 
 /** The daemon's descriptor for the FUSE connection (the first after stdin, stdout, stderr). */
 export const HANDED_FUSE_FD = 3;
@@ -43,6 +44,10 @@ export interface MountHelperOptions {
   readonly defaultPermissions: boolean;
   /** The daemon's command line, e.g. `knowledgefs mount MOUNTPOINT --fuse-fd 3 …`. */
   readonly command: readonly string[];
+  /** The daemon's --socket: its directory is made for the daemon's user (helper-socket-directory.ts). */
+  readonly socketPath?: string;
+  /** --group's gid: the group that may read the mount and connect to the socket. */
+  readonly group?: number;
 }
 
 export interface MountHelperIo {
@@ -125,6 +130,10 @@ export async function runMountHelper(o: MountHelperOptions, io: MountHelperIo, s
   let daemon: ChildProcess;
   let ours = false; // never detach a mount someone else made at this path
   try {
+    if (o.socketPath !== undefined) {
+      const groupMayConnect = o.group !== undefined;
+      io.log(`mount-helper: ${prepareHelperSocketDirectory(o.socketPath, { uid: o.user.uid, gid: o.group ?? o.user.gid, groupMayConnect })}`);
+    }
     const cleaned = await cleanStaleMount(o.mountpoint);
     if (cleaned !== undefined) io.log(`mount-helper: ${cleaned}`);
     await mkdir(o.mountpoint, { recursive: true }).catch((err: NodeJS.ErrnoException) => {

@@ -15,18 +15,20 @@ import { lstatSync, mkdirSync, realpathSync } from 'node:fs';
 import { lstat, mkdir } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { KnowledgeError } from '../core/errors.js';
-import { directoriesUpToRoot, directoryTrustProblem } from '../core/local/socket-trust.js';
+import { directoriesUpToRoot, directoryTrustProblem, type TrustedUids } from '../core/local/socket-trust.js';
 
 /**
  * Why the directory `dir` (absolute) cannot hold a socket trusted by user
- * `uid`: a symlink on the way owned by someone else, or a directory from its
- * real path up to `/` that another user owns or may write. Throws what lstat throws.
+ * `uid` (or any of several): a symlink on the way owned by someone else, or a
+ * directory from its real path up to `/` that another user owns or may
+ * write. Throws what lstat throws.
  */
-export function directoryChainProblem(dir: string, uid: number): string | undefined {
+export function directoryChainProblem(dir: string, uid: TrustedUids): string | undefined {
+  const trusted = typeof uid === 'number' ? [uid] : uid;
   // A symlink on the way may be swapped by its owner: it must be trusted too.
   for (const d of directoriesUpToRoot(dir)) {
     const st = lstatSync(d);
-    if (st.isSymbolicLink() && st.uid !== 0 && st.uid !== uid) return `${d} is a symbolic link owned by uid ${st.uid}`;
+    if (st.isSymbolicLink() && st.uid !== 0 && !trusted.includes(st.uid)) return `${d} is a symbolic link owned by uid ${st.uid}`;
   }
   for (const d of directoriesUpToRoot(realpathSync(dir))) {
     const st = lstatSync(d);

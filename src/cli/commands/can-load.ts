@@ -13,7 +13,7 @@ import { RESOURCE_KINDS, type CanLoadAnswer, type ResourceKind } from '../../cli
 import { KnowledgeError } from '../../core/errors.js';
 import type { CliContext, CommandResult } from '../context.js';
 import { EXIT, EXIT_FOR_CODE } from '../exit-codes.js';
-import { callDaemon, type SocketCommandOptions } from './socket-command.js';
+import { DAEMON_USER_OPTION, callDaemon, type SocketCommandOptions } from './socket-command.js';
 
 interface CanLoadFlags extends SocketCommandOptions {
   for?: string;
@@ -33,6 +33,7 @@ export function registerCanLoad(program: Command, ctx: CliContext, result: Comma
     .argument('<scope...>', 'scopes as on the mount: account, team_<id>')
     .option('--for <kind>', `what the resource is: ${RESOURCE_KINDS.join(', ')} (recorded in the audit log)`)
     .option('--socket <path>', 'the mount daemon\'s control socket (default: $KNOWLEDGEFS_SOCKET or the standard path)')
+    .option(...DAEMON_USER_OPTION)
     .option('--json', 'print one {"scope", "allowed", "error"?} object per scope, a line each; or {"ok": false, "error"} when nothing was decided')
     .addHelpText(
       'after',

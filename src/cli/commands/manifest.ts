@@ -8,7 +8,7 @@ import type { Command } from 'commander';
 import type { CliContext, CommandResult } from '../context.js';
 import { EXIT } from '../exit-codes.js';
 import type { KnowledgeClient } from '../../client/knowledge-client.js';
-import { callDaemon, type SocketCommandOptions } from './socket-command.js';
+import { DAEMON_USER_OPTION, callDaemon, type SocketCommandOptions } from './socket-command.js';
 
 async function run<T extends { text: string }>(
   ctx: CliContext,
@@ -27,6 +27,7 @@ export function registerManifest(program: Command, ctx: CliContext, result: Comm
     .command('manifest')
     .description('Print the session\'s manifest: browsing guidance and the DUTY.md of each advertised and mounted scope.')
     .option('--socket <path>', 'the mount daemon\'s control socket (default: $KNOWLEDGEFS_SOCKET or the standard path)')
+    .option(...DAEMON_USER_OPTION)
     .option('--json', 'print {"ok": true, text, sha256}')
     .addHelpText(
       'after',
@@ -45,6 +46,7 @@ export function registerReminder(program: Command, ctx: CliContext, result: Comm
     .command('reminder')
     .description('Print today\'s date and the files read earlier that changed or vanished since (each reported once).')
     .option('--socket <path>', 'the mount daemon\'s control socket (default: $KNOWLEDGEFS_SOCKET or the standard path)')
+    .option(...DAEMON_USER_OPTION)
     .option('--json', 'print {"ok": true, text, date, changed, deleted}')
     .addHelpText(
       'after',

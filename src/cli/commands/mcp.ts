@@ -8,6 +8,8 @@
 
 import { createRequire } from 'node:module';
 import { Option, type Command } from 'commander';
+import { DAEMON_USER_ENV } from '../../client/daemon-user.js';
+import { DAEMON_USER_OPTION } from './socket-command.js';
 import { KnowledgeClient } from '../../client/knowledge-client.js';
 import { controlSocketPath } from '../../client/socket-path.js';
 import { KnowledgeError } from '../../core/errors.js';
@@ -23,6 +25,7 @@ import { EXIT } from '../exit-codes.js';
 
 interface McpOptions {
   socket?: string;
+  daemonUser?: string;
   reminder: ReminderMode;
   instructions: 'guidance' | 'manifest';
   fsTools?: boolean;
@@ -46,6 +49,7 @@ export function registerMcp(program: Command, ctx: CliContext, result: CommandRe
     .command('mcp')
     .description('Serve the read tool, the manifest and the reminder to an agent harness over MCP (stdio).')
     .option('--socket <path>', 'the mount daemon\'s control socket (default: $KNOWLEDGEFS_SOCKET or the standard path; MCP clients usually clear the environment, so give it here)')
+    .option(...DAEMON_USER_OPTION)
     .addOption(new Option('--reminder <mode>', 'tool-result: append the reminder to tool results when files read earlier changed or were removed; off: never').choices(['tool-result', 'off']).default('tool-result'))
     .addOption(new Option('--instructions <what>', 'the server instructions sent when a client connects: guidance (short, fixed) or manifest (the session\'s manifest, read at start)').choices(['guidance', 'manifest']).default('guidance'))
     .option('--fs-tools', 'also serve list_knowledge and search_knowledge, which walk the local mount like ls and grep (for hosts without a shell)')
@@ -64,7 +68,7 @@ Examples:
     )
     .action(async (opts: McpOptions) => {
       const log = (line: string) => { ctx.stderr.write(`knowledgefs mcp: ${line}\n`); };
-      const client = new KnowledgeClient({ socketPath: controlSocketPath(opts.socket, ctx.env), cwd: ctx.cwd });
+      const client = new KnowledgeClient({ socketPath: controlSocketPath(opts.socket, ctx.env), cwd: ctx.cwd, daemonUser: opts.daemonUser ?? ctx.env[DAEMON_USER_ENV] });
       const fsTools = opts.fsTools === true;
       let instructions = guidanceText(fsTools);
       if (opts.instructions === 'manifest') {

@@ -17,6 +17,7 @@ interface MountHelperFlags {
   user: RunAsUser;
   allowOther?: boolean;
   group?: number;
+  socket?: string;
 }
 
 export function registerMountHelper(program: Command, ctx: CliContext, result: CommandResult): void {
@@ -27,6 +28,7 @@ export function registerMountHelper(program: Command, ctx: CliContext, result: C
     .argument('<command...>', `the daemon, after \`--\`: knowledgefs mount <mountpoint> --fuse-fd ${HANDED_FUSE_FD} --server URL --token-file FILE …`)
     .addOption(new Option('--user <name|uid[:group|gid]>', 'run the daemon as this user (its primary group unless given); it owns the mount').argParser(optionParser(resolveRunAsUser)).makeOptionMandatory())
     .option('--allow-other', 'mount with allow_other: other users (the agent) may use the mount; give the daemon --allow-other too')
+    .option('--socket <path>', "the daemon's --socket: its directory is created (or set) for --user, mode 0700, or with --group G group G and mode 2750 so that G may connect; its parent must be root's")
     .addOption(new Option('--group <name|gid>', 'mount with allow_other and default_permissions, for the daemon\'s --group G (only G reads); give the daemon the same --group').argParser(optionParser(resolveGroup)))
     .addHelpText(
       'after',
@@ -35,9 +37,10 @@ The daemon needs neither CAP_SYS_ADMIN nor /dev/fuse: it serves the descriptor
 it inherits. The token file must be readable by --user.
 
 Example:
-  knowledgefs mount-helper /workspace/knowledge --user kfs --group agent -- \\
+  knowledgefs mount-helper /workspace/knowledge --user kfs --group agent --socket /run/knowledgefs/kfs/control.sock -- \\
     knowledgefs mount /workspace/knowledge --fuse-fd ${HANDED_FUSE_FD} --group agent \\
-      --server http://cp:7420 --token-file /run/secrets/kfs-token --socket /run/knowledgefs/control.sock`,
+      --server http://cp:7420 --token-file /run/secrets/kfs-token --socket /run/knowledgefs/kfs/control.sock
+  # the agent (group agent): knowledgefs read … --daemon-user kfs --socket /run/knowledgefs/kfs/control.sock`,
     )
     .action(async (mountpoint: string, command: string[], flags: MountHelperFlags) => {
       result.code = await runMountHelper(
@@ -47,6 +50,8 @@ Example:
           allowOther: flags.allowOther === true || flags.group !== undefined,
           defaultPermissions: flags.group !== undefined,
           command,
+          ...(flags.socket === undefined ? {} : { socketPath: resolve(ctx.cwd, flags.socket) }),
+          ...(flags.group === undefined ? {} : { group: flags.group }),
         },
         { log: (line) => ctx.stderr.write(`${line}\n`), onSignal: ctx.onSignal },
         ctx.stopSignal(),

@@ -11,7 +11,7 @@ import { READ_OUTPUT_CAP, type ReadResult } from '../../client/knowledge-client.
 import type { CliContext, CommandResult } from '../context.js';
 import { EXIT } from '../exit-codes.js';
 import { optionParser } from '../option-parser.js';
-import { callDaemon, parseCount, shellQuote, type SocketCommandOptions } from './socket-command.js';
+import { DAEMON_USER_OPTION, callDaemon, parseCount, shellQuote, type SocketCommandOptions } from './socket-command.js';
 
 interface ReadOptions extends SocketCommandOptions {
   offset?: number;
@@ -30,6 +30,7 @@ export function registerRead(program: Command, ctx: CliContext, result: CommandR
     .description('Print a knowledge file; loads (and mounts) an eligible team that is not on disk yet.')
     .argument('<path>', 'as ls/find print it: knowledge/<scope>/<path>, or an absolute path under the mount')
     .option('--socket <path>', 'the mount daemon\'s control socket (default: $KNOWLEDGEFS_SOCKET or the standard path)')
+    .option(...DAEMON_USER_OPTION)
     .option('--offset <n>', 'characters to skip before printing', optionParser((t) => parseCount(t, 0)))
     .option('--limit <n>', `characters to print at most (1..${READ_OUTPUT_CAP}, default ${READ_OUTPUT_CAP})`, optionParser((t) => parseCount(t, 1, READ_OUTPUT_CAP)))
     .option('--json', 'print {"ok", path, content, sha256, size, offset, totalChars, truncated, nextOffset, mounted} or {"ok": false, "error"}')

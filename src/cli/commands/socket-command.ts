@@ -5,6 +5,7 @@
 
 import { KnowledgeClient } from '../../client/knowledge-client.js';
 import { KnowledgeError, isKnowledgeError } from '../../core/errors.js';
+import { DAEMON_USER_ENV } from '../../client/daemon-user.js';
 import { controlSocketPath } from '../../client/socket-path.js';
 import type { CliContext, CommandResult } from '../context.js';
 import { EXIT_FOR_CODE } from '../exit-codes.js';
@@ -21,8 +22,12 @@ export function parseCount(text: string, min: number, max = Number.MAX_SAFE_INTE
 
 export interface SocketCommandOptions {
   socket?: string;
+  daemonUser?: string;
   json?: boolean;
 }
+
+/** The --daemon-user option every command that talks to the control socket takes. */
+export const DAEMON_USER_OPTION = ['--daemon-user <user>', "the mount daemon's user (name or uid) when it runs as its own user: its socket directory is trusted (default: $KNOWLEDGEFS_DAEMON_USER)"] as const;
 
 /**
  * One call to the daemon through a client that is closed afterwards. With
@@ -36,17 +41,26 @@ export async function callDaemon<T>(
   opts: SocketCommandOptions,
   call: (client: KnowledgeClient) => Promise<T>,
 ): Promise<T | undefined> {
-  const client = new KnowledgeClient({ socketPath: controlSocketPath(opts.socket, ctx.env), cwd: ctx.cwd });
+  let client: KnowledgeClient;
+  try {
+    client = new KnowledgeClient({ socketPath: controlSocketPath(opts.socket, ctx.env), cwd: ctx.cwd, daemonUser: opts.daemonUser ?? ctx.env[DAEMON_USER_ENV] });
+  } catch (err) {
+    return reportError(ctx, result, opts, err);
+  }
   try {
     return await call(client);
   } catch (err) {
-    if (!opts.json || !isKnowledgeError(err)) throw err;
-    ctx.stdout.write(`${JSON.stringify({ ok: false, error: { code: err.code, message: err.message } })}\n`);
-    result.code = EXIT_FOR_CODE[err.code];
-    return undefined;
+    return reportError(ctx, result, opts, err);
   } finally {
     client.close();
   }
+}
+
+function reportError(ctx: CliContext, result: CommandResult, opts: SocketCommandOptions, err: unknown): undefined {
+  if (!opts.json || !isKnowledgeError(err)) throw err;
+  ctx.stdout.write(`${JSON.stringify({ ok: false, error: { code: err.code, message: err.message } })}\n`);
+  result.code = EXIT_FOR_CODE[err.code];
+  return undefined;
 }
 
 /** Quotes `text` for a POSIX shell when it needs it. */

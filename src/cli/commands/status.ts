@@ -11,7 +11,7 @@ import type { DaemonStatus } from '../../core/wire.js';
 import type { CliContext, CommandResult } from '../context.js';
 import { EXIT } from '../exit-codes.js';
 import { formatTable } from '../text-table.js';
-import { callDaemon } from './socket-command.js';
+import { DAEMON_USER_OPTION, callDaemon } from './socket-command.js';
 
 const count = (n: number) => n.toLocaleString('en-US');
 const ms = (n: number | null) => (n === null ? '-' : n < 1 ? `${n.toFixed(2)}ms` : n < 100 ? `${n.toFixed(1)}ms` : `${Math.round(n)}ms`);
@@ -58,6 +58,7 @@ export function registerStatus(program: Command, ctx: CliContext, result: Comman
     .command('status')
     .description('Show what the mount daemon is doing: FUSE operations and latency, cache, fetches, prefetch, grants, sync lag, EIO.')
     .option('--socket <path>', "the mount daemon's control socket (default: $KNOWLEDGEFS_SOCKET or the standard path)")
+    .option(...DAEMON_USER_OPTION)
     .option('--json', 'print the status as one JSON object')
     .addHelpText(
       'after',
@@ -66,7 +67,7 @@ Examples:
   knowledgefs status
   knowledgefs status --json | jq .activity.sync.planAgeSeconds`,
     )
-    .action(async (opts: { socket?: string; json?: boolean }) => {
+    .action(async (opts: { socket?: string; daemonUser?: string; json?: boolean }) => {
       const status = await callDaemon(ctx, result, opts, (client) => client.status());
       if (status === undefined) return;
       ctx.stdout.write(opts.json ? `${JSON.stringify(status)}\n` : formatStatus(status));

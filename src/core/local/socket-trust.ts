@@ -5,7 +5,9 @@
 // socket away and bind their own in its place.
 //
 // The rule, for the socket and every directory from it up to `/`:
-//   - owned by root or by the trusted user (the daemon's, or the caller's);
+//   - owned by root or by a trusted user: the caller, and the daemon's user
+//     when the operator names it (the client's --daemon-user); never one
+//     guessed from what is found;
 //   - a directory writable by group or others only with the sticky bit set
 //     and root as owner (like /tmp: others may add names, never replace ours);
 //   - the socket itself is a socket, not a symlink (a symlink may be swapped).
@@ -24,14 +26,19 @@ const S_IFLNK = 0o120000;
 const STICKY = 0o1000;
 const GROUP_OR_OTHER_WRITE = 0o022;
 
-function ownerProblem(entry: EntryFacts, trustedUid: number): string | undefined {
-  if (entry.uid === 0 || entry.uid === trustedUid) return undefined;
-  const who = trustedUid === 0 ? 'root' : `root or uid ${trustedUid}`;
+/** The uid(s) besides root whose entries are trusted. */
+export type TrustedUids = number | readonly number[];
+
+function ownerProblem(entry: EntryFacts, trusted: TrustedUids): string | undefined {
+  const uids = [...new Set(typeof trusted === 'number' ? [trusted] : trusted)].filter((uid) => uid !== 0);
+  if (entry.uid === 0 || uids.includes(entry.uid)) return undefined;
+  const names = ['root', ...uids.map((uid) => `uid ${uid}`)];
+  const who = names.length === 1 ? names[0] : `${names.slice(0, -1).join(', ')} or ${names[names.length - 1]}`;
   return `${entry.path} is owned by uid ${entry.uid}, not by ${who}`;
 }
 
 /** Why a directory on the way to the socket cannot be trusted, or undefined. */
-export function directoryTrustProblem(entry: EntryFacts, trustedUid: number): string | undefined {
+export function directoryTrustProblem(entry: EntryFacts, trustedUid: TrustedUids): string | undefined {
   if ((entry.mode & S_IFMT) !== S_IFDIR) return `${entry.path} is not a directory`;
   const owner = ownerProblem(entry, trustedUid);
   if (owner !== undefined) return owner;
@@ -43,7 +50,7 @@ export function directoryTrustProblem(entry: EntryFacts, trustedUid: number): st
 }
 
 /** Why the socket file itself cannot be trusted, or undefined. */
-export function socketFileTrustProblem(entry: EntryFacts, trustedUid: number): string | undefined {
+export function socketFileTrustProblem(entry: EntryFacts, trustedUid: TrustedUids): string | undefined {
   const kind = entry.mode & S_IFMT;
   if (kind === S_IFLNK) return `${entry.path} is a symbolic link, not the socket itself`;
   if (kind !== S_IFSOCK) return `${entry.path} is not a socket`;

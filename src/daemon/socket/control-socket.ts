@@ -41,7 +41,7 @@ import {
   type ReadResponse,
   type ReminderResponse,
 } from '../../core/wire.js';
-import { prepareSocketDirectory, withSocketUmask } from './socket-directory.js';
+import { prepareSocketDirectory, SOCKET_UMASK, socketUmaskFor, withSocketUmask } from './socket-directory.js';
 import { parseCanLoadRequest } from '../../core/can-load-request.js';
 
 export interface ReadToolBackend {
@@ -239,9 +239,11 @@ async function prepareSocketPath(path: string, log: Log): Promise<void> {
   log(`removed stale control socket ${path}`);
 }
 
-export async function startControlSocket(path: string, backend: ReadToolBackend, log?: (line: string) => void): Promise<{ close(): Promise<void> }> {
+/** `group`: the daemon's --group, whose members may connect when the socket's directory is theirs (socket-directory.ts). */
+export async function startControlSocket(path: string, backend: ReadToolBackend, log?: (line: string) => void, group?: number): Promise<{ close(): Promise<void> }> {
   const say: Log = log ?? (() => {});
   await prepareSocketPath(path, say);
+  const umask = socketUmaskFor(dirname(path), group);
 
   const server = http.createServer((req, res) => {
     readBody(req).then(
@@ -252,9 +254,9 @@ export async function startControlSocket(path: string, backend: ReadToolBackend,
 
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    withSocketUmask(() => server.listen(path, () => { server.off('error', reject); resolve(); }));
+    withSocketUmask(() => server.listen(path, () => { server.off('error', reject); resolve(); }), umask);
   });
-  say(`control socket listening on ${path}`);
+  say(`control socket listening on ${path}${umask === SOCKET_UMASK ? '' : ` (group ${group} may connect)`}`);
 
   let closed: Promise<void> | undefined;
   return {

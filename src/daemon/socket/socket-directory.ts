@@ -8,12 +8,29 @@
 //     src/core/socket-trust.ts; the check is src/disk/trusted-directory.ts,
 //     shared with the cache directories), naming the directory and the fix;
 //   - binds under umask 0177, so the socket is 0600 from its first instant
-//     (no chmod afterwards: a chmod follows a symlink swapped in at the path).
+//     (no chmod afterwards: a chmod follows a symlink swapped in at the path);
+//     under 0117 (0660) only when the daemon has --group G and the directory
+//     is group G's and setgid (mount-helper --socket makes it so): the socket
+//     is then group G's, and G may connect, while the directory keeps
+//     everyone else out.
 
+import { lstatSync } from 'node:fs';
 import { prepareTrustedDirectory, type DirectoryUse } from '../../disk/trusted-directory.js';
 
 /** Mode bits a new socket must not have (group and others: nothing; owner: no execute). */
 export const SOCKET_UMASK = 0o177;
+/** The same, when the directory's group may connect (group read and write). */
+export const GROUP_SOCKET_UMASK = 0o117;
+
+/**
+ * The umask to bind with: group G may connect only when the daemon has
+ * --group G and `dir` is G's and setgid (so the socket is G's too).
+ */
+export function socketUmaskFor(dir: string, group: number | undefined): number {
+  if (group === undefined) return SOCKET_UMASK;
+  const st = lstatSync(dir);
+  return st.isDirectory() && st.gid === group && (st.mode & 0o2000) !== 0 ? GROUP_SOCKET_UMASK : SOCKET_UMASK;
+}
 
 const SOCKET_DIRECTORY: DirectoryUse = {
   what: 'control socket directory',
@@ -26,9 +43,9 @@ export function prepareSocketDirectory(dir: string, uid: number): void {
   prepareTrustedDirectory(dir, uid, SOCKET_DIRECTORY);
 }
 
-/** Runs `bind` (a synchronous listen call) with umask 0177, restoring the previous umask after. */
-export function withSocketUmask<T>(bind: () => T): T {
-  const previous = process.umask(SOCKET_UMASK);
+/** Runs `bind` (a synchronous listen call) with `umask` (default 0177), restoring the previous umask after. */
+export function withSocketUmask<T>(bind: () => T, umask: number = SOCKET_UMASK): T {
+  const previous = process.umask(umask);
   try {
     return bind();
   } finally {
