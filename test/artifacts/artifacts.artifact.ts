@@ -153,10 +153,11 @@ describe.sequential('the npm tarball from a clean clone, installed without a com
     expect(fieldBlock('helper'), out).toMatch(/^fuse-native: not installed /m);
   });
 
-  it('the agent (its own uid): ls, a hidden team is a missing file, read mounts a team, ls and grep -r see it, the manifest', () => {
+  it('the agent (its own uid): ls shows alice\'s teams, a team she is not in is a missing file, read and grep -r work, the manifest', () => {
     expect(field('uids'), out).toMatch(/^kfs=(\d+) agent=(?!\1)\d+$/);
-    expect(field('ls1').trim().split(' '), out).toEqual(['account', 'team_payments']);
-    expect(field('cat-search'), out).toMatch(/No such file or directory/);
+    // A personal session: every team alice belongs to (payments, search); storage is hidden.
+    expect(field('ls1').trim().split(' '), out).toEqual(['account', 'team_payments', 'team_search']);
+    expect(field('cat-search'), out).toBe('');
     expect(field('cat-storage'), out).toMatch(/No such file or directory/);
     // The socket's directory is kfs's: without the daemon's user named, the client refuses it.
     expect(field('read-unnamed-exit'), out).toBe('4');
