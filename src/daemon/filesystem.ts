@@ -243,20 +243,25 @@ export class KnowledgeFilesystem {
     return this.withDeadline(this.deps.fetcher.get(node)).then(cut);
   }
 
+  /**
+   * Resolves once `node`'s scope has a fresh grant (asked for if need be,
+   * within --request-timeout), for a binding whose kernel opens files without
+   * asking (kernel-grant-bound.ts): it hands out an entry only after this. A
+   * refusal is ENOENT and the scope leaves the tree, as for an open.
+   */
+  authorise(node: FileNode): Promise<void> {
+    return this.withDeadline(this.deps.grants.check(node.scope)).catch((err: unknown) => {
+      throw this.refused(node, err);
+    });
+  }
+
   openHandles(): number {
     return this.handles.size;
   }
 
   private async authoriseAndLoad(node: FileNode): Promise<Buffer> {
     const [grant, content] = await Promise.allSettled([this.deps.grants.check(node.scope), this.deps.fetcher.get(node)]);
-    if (grant.status === 'rejected') {
-      // A personal session's denial looks exactly like a missing file (404).
-      if (isDenial(grant.reason) || isCode(grant.reason, 'not_found')) {
-        this.deps.onDenied?.(node.scope);
-        throw new KnowledgeError('not_found', `no such file: ${node.path}`);
-      }
-      throw grant.reason;
-    }
+    if (grant.status === 'rejected') throw this.refused(node, grant.reason);
     if (content.status === 'rejected') {
       if (isDenial(content.reason)) {
         this.deps.onDenied?.(node.scope);
@@ -270,6 +275,13 @@ export class KnowledgeFilesystem {
       throw content.reason;
     }
     return content.value;
+  }
+
+  /** A grant refused for `node`'s scope: a personal session's denial looks exactly like a missing file (404), and the scope leaves the tree. */
+  private refused(node: FileNode, reason: unknown): unknown {
+    if (!isDenial(reason) && !isCode(reason, 'not_found')) return reason;
+    this.deps.onDenied?.(node.scope);
+    return new KnowledgeError('not_found', `no such file: ${node.path}`);
   }
 
   private withDeadline<T>(work: Promise<T>): Promise<T> {

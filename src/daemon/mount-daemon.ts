@@ -185,6 +185,7 @@ export class MountDaemon {
       log: this.io.log,
       meter: this.meter,
       fuseFd: this.opts.fuseFd,
+      kernelOpens: this.opts.kernelOpens === true && this.opts.grantTtlMs > 0,
     });
     try {
       this.socket = await startControlSocket(this.opts.socketPath, this.backend(), this.io.log, this.opts.group);

@@ -36,6 +36,13 @@ export interface MountOptions {
    */
   readonly grantTtlMs: number;
   /**
+   * --kernel-opens on|off (default off): on the native binding, the kernel
+   * opens files by itself (FUSE no-open: no OPEN, RELEASE or FLUSH reach the
+   * daemon) and the grant bound holds through the entries it may keep
+   * (kernel-grant-bound.ts). Off with --grant-ttl 0, which asks on every open.
+   */
+  readonly kernelOpens?: boolean;
+  /**
    * --sync-interval (default 2s): the plan is polled (long-poll) at most this
    * often; edits, new files and revocations reach `ls` within about this
    * long plus the kernel's 1 s attribute cache.
@@ -106,6 +113,7 @@ export function describeMountOptions(o: MountOptions): string {
     `cache-size ${formatBytes(o.cacheSize)}`,
     `cache-dir ${o.cacheDir === undefined ? '(none)' : `${o.cacheDir} (≤ ${formatBytes(o.cacheDirSize ?? MOUNT_DEFAULTS.cacheDirSize)})`}`,
     `grant-ttl ${o.grantTtlMs}ms`,
+    `kernel-opens ${o.kernelOpens === true && o.grantTtlMs > 0 ? 'on' : 'off'}`,
     `sync-interval ${o.syncIntervalMs}ms`,
     `request-timeout ${o.requestTimeoutMs}ms`,
     `socket ${o.socketPath}`,

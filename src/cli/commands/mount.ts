@@ -39,6 +39,7 @@ interface MountFlags {
   cacheSize: number;
   cacheDirSize: number;
   grantTtl: number;
+  kernelOpens: boolean;
   syncInterval: number;
   requestTimeout: number;
   socket?: string;
@@ -86,6 +87,7 @@ export function registerMount(program: Command, ctx: CliContext, result: Command
     .option('--cache-dir <dir>', 'spill fetched content to this directory (content-addressed, verified on read; default: memory only)')
     .addOption(parsedOption('--cache-size <size>', 'memory bound of the content cache', parseSize, d.cacheSize, formatSizeFlag(d.cacheSize)))
     .addOption(parsedOption('--cache-dir-size <size>', 'disk bound of --cache-dir (least recently used files deleted past it)', parseSize, d.cacheDirSize, formatSizeFlag(d.cacheDirSize)))
+    .addOption(parsedOption('--kernel-opens <on|off>', 'native binding: the kernel opens cached files without asking the daemon, its entries bounded by each scope\'s grant (off with --grant-ttl 0)', parseOnOff, false, 'off'))
     .addOption(parsedOption('--grant-ttl <duration>', 'reuse a per-scope open grant this long (0 = ask on every open); bounds how long opens survive a revocation', parseDuration, d.grantTtlMs, formatDurationFlag(d.grantTtlMs)))
     .addOption(parsedOption('--sync-interval <duration>', 'poll the plan at most this often; changes reach ls within about this long', parseDuration, d.syncIntervalMs, formatDurationFlag(d.syncIntervalMs)))
     .addOption(parsedOption('--request-timeout <duration>', 'bound on every control-plane call and every open; past it → EIO', parseDuration, d.requestTimeoutMs, formatDurationFlag(d.requestTimeoutMs)))
@@ -138,6 +140,7 @@ Examples:
           cacheSize: flags.cacheSize,
           cacheDirSize: flags.cacheDirSize,
           grantTtlMs: flags.grantTtl,
+          kernelOpens: flags.kernelOpens,
           syncIntervalMs: flags.syncInterval,
           requestTimeoutMs: flags.requestTimeout,
           // An empty --socket is kept, for validateMountOptions to refuse by name.

@@ -16,21 +16,18 @@
 //   pages and listings of every node of it it holds, and the daemon answers
 //   their reads ESTALE and their listings empty;
 // - every `open` is authorised by the core the first time, and again
-//   whenever its scope's grant has expired. An open of an inode the tree has
-//   since replaced answers ESTALE, which makes the kernel look the path up
-//   again and retry once. Once a node has been opened here, the addon answers
-//   its later opens and releases itself while the scope's grant is fresh (the
-//   fast path: the grant deadlines are pushed to it as the core learns them,
-//   and dropped on revocation); a node leaves the fast path when a tree swap
-//   replaces or removes it or its scope, or the kernel forgets it. A read of a
-//   fast-path handle (FAST_FH) comes here and is served by node id.
-// Directory listings are cached by the kernel too (cache_readdir, and
-// keep_cache on opendir so they outlive the descriptor) until the
-// directory's inode is invalidated. A directory opened here once is opened
-// by the addon afterwards (handles with FAST_DIR_BIT) while the tree holds
-// it; a READDIR of such a handle (the kernel's cache missed) starts its
-// listing here, from the tree of that moment.
-//
+//   whenever its scope's grant has expired; an open of an inode the tree has
+//   since replaced answers ESTALE (the kernel looks the path up again and
+//   retries once). A node opened here once is opened by the addon afterwards
+//   while its scope's grant is fresh (native-fast-path.ts); its reads
+//   (FAST_FH) come here and are served by node id. Likewise a directory
+//   (FAST_DIR_BIT); its listings are cached by the kernel (cache_readdir,
+//   keep_cache) until its inode is invalidated, and a READDIR the cache
+//   missed starts its listing here, from the tree of that moment.
+// With --kernel-opens on the kernel opens files by itself (OPEN answered
+// ENOSYS once: no OPEN, RELEASE or FLUSH for files from then on) and the
+// authorisation bound moves to the entries it holds (kernel-grant-bound.ts);
+// reads then come with handle 0 and are served by node id, as FAST_FH's.
 // The kernel's lookup count per node id is kept in native-kernel-nodes.ts,
 // what the addon answers alone in native-fast-path.ts. Replies go out from
 // this thread, possibly later (opens that wait for the control plane); there
@@ -48,8 +45,9 @@ import { NativeFastPath } from './native-fast-path.js';
 import { childPath, DirHandles, listingStats } from './native-listing.js';
 import type { FuseMount, FuseMountOptions } from './fuse-adapter.js';
 import { devFdPath } from './handed-mount.js';
-import { mountEntry } from './stale-mount.js';
+import { stopNative } from './native-stop.js';
 import { KernelNodes } from './native-kernel-nodes.js';
+import { KernelGrantBound } from './kernel-grant-bound.js';
 
 const E = constants.errno;
 
@@ -58,20 +56,22 @@ export const VERSIONS_SHARE_PAGE_CACHE = false;
 
 /** Default kernel cache time for entries and attributes: changes are pushed, so it can be long. */
 export const NATIVE_CACHE_SEC = 3600;
-/** Most time the unmount waits for the kernel to close the session before letting the process go. */
-const UNMOUNT_WAIT_MS = 2000;
 
 export interface NativeMountOptions extends FuseMountOptions {
   /** The tree the core serves from, read at every request. */
   readonly tree: () => Tree;
   /** Serve this already-mounted /dev/fuse descriptor (handed-mount.ts) instead of mounting. */
   readonly fuseFd?: number | undefined;
+  /** --kernel-opens on: the kernel opens files without asking (never with --grant-ttl 0: the caller decides). */
+  readonly kernelOpens?: boolean;
 }
 
 export class NativeFuseSession implements FuseMount {
   private readonly known = new KernelNodes();
   private readonly dirs = new DirHandles();
   private readonly fast: NativeFastPath;
+  /** Set with --kernel-opens on: entries of files bounded by their scope's grant. */
+  private readonly bound: KernelGrantBound | undefined;
   private readonly errors: ErrnoMapper;
   private readonly cacheSec: number;
   private readonly ended: Promise<void>;
@@ -90,6 +90,8 @@ export class NativeFuseSession implements FuseMount {
     this.cacheSec = opts.attrTimeoutSec ?? NATIVE_CACHE_SEC;
     this.ended = new Promise((resolve) => (this.markEnded = resolve));
     this.fast = new NativeFastPath(native, (scope) => this.fs.renewGrant(scope));
+    const bound = { renew: (scope: string) => this.fs.renewGrant(scope), holdsScope: (scope: string) => this.known.holdsFileOf(scope), lapsed: (scope: string) => this.dropEntries(scope, this.opts.tree()) };
+    this.bound = opts.kernelOpens === true ? new KernelGrantBound(bound) : undefined;
   }
 
   mount(mountpoint: string): void {
@@ -105,7 +107,10 @@ export class NativeFuseSession implements FuseMount {
     } catch (err) {
       throw new KnowledgeError('config', `cannot mount ${mountpoint}: ${err instanceof Error ? err.message : String(err)}`);
     }
-    this.fs.watchGrants((scope, untilMs) => this.fast.grantChanged(scope, untilMs));
+    this.fs.watchGrants((scope, untilMs) => {
+      this.fast.grantChanged(scope, untilMs);
+      this.bound?.grantChanged(scope, untilMs);
+    });
   }
 
   answeredByBinding(): { opens: number; releases: number; opendirs: number; releasedirs: number } {
@@ -131,47 +136,26 @@ export class NativeFuseSession implements FuseMount {
   private dropRemovedScopes(before: Tree, after: Tree): void {
     const removed = new Set(before.scopes.filter((scope) => !after.hasScope(scope)));
     if (removed.size === 0) return;
+    for (const scope of removed) this.dropEntries(scope, before);
     for (const ino of this.known.ofScopes(removed)) this.native.invalInode(ino);
   }
 
+  /** With --kernel-opens on: the kernel forgets every entry of a file of `scope` it holds, so its next path walk there asks. */
+  private dropEntries(scope: string, tree: Tree): void {
+    if (this.bound === undefined || this.hasEnded) return;
+    for (const e of [...this.known.fileEntriesOf(scope, tree)]) this.native.invalEntry(e.parentIno, e.name);
+  }
+
   unmount(): Promise<void> {
-    this.unmounted ??= this.detach();
-    return this.unmounted;
-  }
-
-  private async detach(): Promise<void> {
-    if (this.opts.fuseFd !== undefined) return this.release();
-    // Detached underneath us (fusermount -uz, a container runtime): said once, and nothing left to wait for
-    // once the kernel has closed the session (it may not have told us yet).
-    if (this.hasEnded || (await mountEntry(this.mountpoint)) === undefined) {
-      this.opts.log(`${this.mountpoint} was already detached; stopping`);
-      if (this.hasEnded) return;
-    }
-    this.native.unmount();
-    // A reader still holding a file keeps the kernel's session open after a lazy unmount; don't wait for it forever.
-    let timer: NodeJS.Timeout | undefined;
-    const gaveUp = new Promise<void>((resolve) => {
-      timer = setTimeout(() => {
-        this.native.unref();
-        resolve();
-      }, UNMOUNT_WAIT_MS);
+    this.unmounted ??= stopNative({
+      native: this.native,
+      mountpoint: this.mountpoint,
+      handed: this.opts.fuseFd !== undefined,
+      hasEnded: () => this.hasEnded,
+      ended: this.ended,
+      log: this.opts.log,
     });
-    await Promise.race([this.ended, gaveUp]);
-    clearTimeout(timer);
-  }
-
-  /**
-   * Stop serving a mount this process did not make. It cannot unmount (no
-   * privilege, and libfuse's unmount of a `/dev/fd/N` session does nothing):
-   * the descriptor closes when the process exits, and whoever mounted
-   * detaches the mount point (mount-helper does, once this process exits).
-   */
-  private release(): Promise<void> {
-    if (!this.hasEnded) {
-      this.native.unmount(); // ends the session loop at its next request
-      this.native.unref();
-    }
-    return Promise.resolve();
+    return this.unmounted;
   }
 
   private dispatch(op: number, req: number, ino: number, fh: number, a: number, b: number, extra: string | Float64Array | undefined): void {
@@ -211,7 +195,7 @@ export class NativeFuseSession implements FuseMount {
       case OP.open:
         return this.open(req, ino, a);
       case OP.read:
-        if (fh === FAST_FH) return this.readFast(req, ino, a, b);
+        if (fh === FAST_FH || (fh === 0 && this.bound !== undefined)) return this.readFast(req, ino, a, b);
         this.native.replyBuf(req, this.fs.slice(fh, a, b));
         return 0;
       case OP.release:
@@ -249,6 +233,7 @@ export class NativeFuseSession implements FuseMount {
         this.hasEnded = true;
         this.known.clear();
         this.fast.end();
+        this.bound?.end();
         this.dirs.clear();
         this.markEnded();
         return undefined;
@@ -271,7 +256,7 @@ export class NativeFuseSession implements FuseMount {
     return now;
   }
 
-  private lookup(req: number, parentIno: number, name: string): number {
+  private lookup(req: number, parentIno: number, name: string): number | undefined {
     const dir = this.currentDir(parentIno);
     const node = this.opts.tree().get(childPath(dir.path, name));
     if (node === undefined) {
@@ -279,10 +264,28 @@ export class NativeFuseSession implements FuseMount {
       this.native.replyEntry(req, 0, 0, 0, 0, 0, 0, 0, 0, this.cacheSec);
       return -E.ENOENT;
     }
+    const bound = this.bound;
+    if (bound === undefined || node.kind !== 'file') {
+      this.replyEntry(req, node, this.cacheSec);
+      return 0;
+    }
+    // The kernel may open what this entry names without asking: only with a fresh grant, and not past its deadline.
+    if (bound.isFresh(node.scope)) {
+      this.replyEntry(req, node, bound.entrySec(node.scope, this.cacheSec));
+      return 0;
+    }
+    return this.replyWhen(OP.lookup, req, this.fs.authorise(node), () => {
+      // The tree may have moved on while the grant was asked for.
+      const now = this.opts.tree().get(node.path);
+      if (now === undefined) this.native.replyEntry(req, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+      else this.replyEntry(req, now, now.kind === 'file' ? bound.entrySec(now.scope, this.cacheSec) : this.cacheSec);
+    });
+  }
+
+  private replyEntry(req: number, node: TreeNode, entrySec: number): void {
     const s = node.stat;
     this.known.hold(node);
-    this.native.replyEntry(req, s.ino, s.mode, s.size, s.mtime, s.nlink, s.uid, s.gid, this.cacheSec, this.cacheSec);
-    return 0;
+    this.native.replyEntry(req, s.ino, s.mode, s.size, s.mtime, s.nlink, s.uid, s.gid, entrySec, this.cacheSec);
   }
 
   private replyAttr(req: number, s: NodeStat): void {
@@ -298,6 +301,7 @@ export class NativeFuseSession implements FuseMount {
       return -E.ESTALE;
     }
     const opened = this.fs.open(node.path, flags);
+    if (this.bound !== undefined) return this.openOnce(req, opened);
     if (typeof opened === 'number') {
       this.native.replyOpen(req, opened, true, false);
       if (node.kind === 'file') this.fast.allow(ino, node, this.opts.tree());
@@ -307,6 +311,21 @@ export class NativeFuseSession implements FuseMount {
       this.native.replyOpen(req, fh, true, false);
       if (node.kind === 'file') this.fast.allow(ino, node, this.opts.tree());
     });
+  }
+
+  /**
+   * With --kernel-opens on, the first open of a file is authorised as any
+   * open, then answered ENOSYS: the kernel takes that as success and sends no
+   * OPEN, RELEASE or FLUSH for files again (FUSE_NO_OPEN_SUPPORT).
+   */
+  private openOnce(req: number, opened: number | Promise<number>): number | undefined {
+    const noOpen = (fh: number): void => {
+      this.fs.release(fh);
+      this.native.replyErr(req, E.ENOSYS);
+    };
+    if (typeof opened !== 'number') return this.replyWhen(OP.open, req, opened, noOpen);
+    noOpen(opened);
+    return 0;
   }
 
   /** Answers `req` once `pending` settles, and counts it then: undefined, as `answer` returns for a later answer. */
@@ -364,7 +383,9 @@ export class NativeFuseSession implements FuseMount {
       this.native.replyDir(req, size, offset, page.names, page.inos, page.modes);
       return;
     }
-    const added = this.native.replyDirPlus(req, size, offset, page.names, listingStats(page, dir), this.cacheSec, this.cacheSec);
+    // Every entry of a listing below the root is of the directory's scope: its files' entries bounded by its grant.
+    const entrySec = this.bound === undefined || dir.path === '/' ? this.cacheSec : this.bound.entrySec(dir.scope, this.cacheSec);
+    const added = this.native.replyDirPlus(req, size, offset, page.names, listingStats(page, dir), entrySec, this.cacheSec);
     for (let j = 0; j < added; j++) {
       const node = page.nodes[j];
       if (offset + j >= 2 && node !== undefined) this.known.hold(node);

@@ -66,6 +66,27 @@ export class KernelNodes {
     for (const [ino, held] of this.held) if (scopes.has(held.node.scope)) yield ino;
   }
 
+  /** True while the kernel holds an entry of a file of `scope`. */
+  holdsFileOf(scope: string): boolean {
+    for (const held of this.held.values()) if (held.node.kind === 'file' && held.node.scope === scope) return true;
+    return false;
+  }
+
+  /**
+   * The entries (parent node id, name) through which the kernel reaches the
+   * files of `scope` it holds, as `tree` places them: what to invalidate so
+   * that its next path walk to any of them asks the daemon.
+   */
+  *fileEntriesOf(scope: string, tree: Tree): Iterable<{ parentIno: number; name: string }> {
+    for (const held of this.held.values()) {
+      const node = held.node;
+      if (node.kind !== 'file' || node.scope !== scope) continue;
+      const cut = node.path.lastIndexOf('/');
+      const parent = tree.get(cut <= 0 ? '/' : node.path.slice(0, cut));
+      if (parent?.kind === 'dir' && this.holds(parent.stat.ino)) yield { parentIno: parent.stat.ino, name: node.path.slice(cut + 1) };
+    }
+  }
+
   clear(): void {
     this.held.clear();
   }
