@@ -10,7 +10,7 @@
 
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import type { DaemonStatus } from '../src/daemon/socket/activity.js';
+import type { DaemonStatus } from '../src/core/wire.js';
 import { startControlPlane, type TestControlPlane } from './helpers/control-plane.js';
 import { makeDataDir, removeDataDir } from './helpers/data-dir.js';
 import { startFaultProxy, type FaultProxy } from './helpers/fault-proxy.js';
@@ -65,6 +65,7 @@ fuseSuite('--kernel-opens on (FUSE no-open)', () => {
 
   it('a warm grep -r sends the daemon no OPEN, RELEASE or FLUSH, and within the grant no request at all', async () => {
     const m = await mountWith(['--grant-ttl', '60s', '--sync-interval', '200ms']);
+    expect(m.stderr).toMatch(/kernel-opens on/);
     const first = await grep(m);
     expect(first.code, first.stderr).toBe(0);
     expect(first.stdout.split('\n').filter((l) => l.endsWith(':1'))).toHaveLength(40);
@@ -111,6 +112,30 @@ fuseSuite('--kernel-opens on (FUSE no-open)', () => {
     expect((await run('ls', [join(m.mountpoint, 'team_payments/runbooks')])).stdout).toContain('rb-3.md');
     proxy.setRules([]);
     expect(await waitFor(async () => (await run('cat', [file])).stdout === 'runbook 3 marker\n', 10_000, POLL_MS)).toBe(true);
+  });
+
+  it('a stalled daemon cannot stretch a grant: cached files open from the kernel alone until the deadline, never after', async () => {
+    const m = await mountWith(['--grant-ttl', `${TTL_MS}ms`, '--sync-interval', '200ms']);
+    const file = join(m.mountpoint, 'team_payments/runbooks/rb-5.md');
+    const asked = Date.now(); // the grant is asked for at the first open's lookup, not before
+    for (let i = 0; i < 2; i++) expect((await run('cat', [file])).stdout).toBe('runbook 5 marker\n');
+    const pid = m.pid ?? 0;
+    // The kernel serves this open without the daemon: its entry and pages are held, and the grant is fresh.
+    process.kill(pid, 'SIGSTOP');
+    try {
+      const stopped = Date.now();
+      const withinGrant = await run('timeout', ['-s', 'KILL', '0.3', 'cat', file]);
+      // (On a machine too busy to get here well inside the grant, only the second half is checked.)
+      if (Date.now() - asked < TTL_MS / 2) expect(withinGrant.stdout).toBe('runbook 5 marker\n');
+      // Past the deadline the entry is stale: the open needs a LOOKUP, which nobody answers.
+      await new Promise((resolve) => setTimeout(resolve, TTL_MS + 200 - (Date.now() - stopped)));
+      const late = await run('timeout', ['-s', 'KILL', '1', 'cat', file]);
+      expect(late.code).not.toBe(0);
+      expect(late.stdout).toBe('');
+    } finally {
+      process.kill(pid, 'SIGCONT');
+    }
+    expect(await waitFor(async () => (await run('cat', [file])).stdout === 'runbook 5 marker\n', 10_000, POLL_MS)).toBe(true);
   });
 
   it('--grant-ttl 0 keeps asking on every open: the flag is off, and every cat is an OPEN', async () => {

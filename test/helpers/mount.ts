@@ -205,6 +205,15 @@ export function bindingOf(m: Pick<MountHandle, 'stderr'>): 'native' | 'fuse-nati
   return found[1] as 'native' | 'fuse-native';
 }
 
+/**
+ * Flags added to every mount a suite starts (KNOWLEDGEFS_TEST_MOUNT_ARGS,
+ * split on spaces): one suite run again under another mode, e.g.
+ * `--kernel-opens on` (mount-kernel-opens-suites.test.ts).
+ */
+function suiteMountArgs(): string[] {
+  return (process.env.KNOWLEDGEFS_TEST_MOUNT_ARGS ?? '').split(' ').filter((a) => a !== '');
+}
+
 export async function startMount(opts: StartMountOptions): Promise<MountHandle> {
   if (!existsSync(join(REPO_ROOT, 'dist', 'cli', 'main.js'))) {
     throw new Error('dist/ is missing: run `npm run build` before tests that spawn the CLI');
@@ -224,7 +233,7 @@ export async function startMount(opts: StartMountOptions): Promise<MountHandle> 
   }
 
   const tokenArgs = viaEnv ? [] : ['--token-file', tokenFile];
-  const args = ['mount', mountpoint, '--server', opts.serverUrl, ...tokenArgs, '--socket', socketPath, ...(opts.args ?? [])];
+  const args = ['mount', mountpoint, '--server', opts.serverUrl, ...tokenArgs, '--socket', socketPath, ...(opts.args ?? []), ...suiteMountArgs()];
   const env: NodeJS.ProcessEnv = { ...process.env, ...opts.env };
   if (viaEnv) env.KNOWLEDGEFS_TOKEN = opts.token;
   const child = spawn(process.execPath, [opts.bin ?? BIN, ...(opts.wrap?.(args) ?? args)], {

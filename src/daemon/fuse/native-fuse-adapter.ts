@@ -264,28 +264,28 @@ export class NativeFuseSession implements FuseMount {
       this.native.replyEntry(req, 0, 0, 0, 0, 0, 0, 0, 0, this.cacheSec);
       return -E.ENOENT;
     }
-    const bound = this.bound;
-    if (bound === undefined || node.kind !== 'file') {
-      this.replyEntry(req, node, this.cacheSec);
+    if (this.bound === undefined || node.kind !== 'file' || this.bound.isFresh(node.scope)) {
+      this.replyEntry(req, node);
       return 0;
     }
-    // The kernel may open what this entry names without asking: only with a fresh grant, and not past its deadline.
-    if (bound.isFresh(node.scope)) {
-      this.replyEntry(req, node, bound.entrySec(node.scope, this.cacheSec));
-      return 0;
-    }
+    // The kernel may open what a file's entry names without asking: one only with a fresh grant (the tree may move meanwhile).
     return this.replyWhen(OP.lookup, req, this.fs.authorise(node), () => {
-      // The tree may have moved on while the grant was asked for.
       const now = this.opts.tree().get(node.path);
       if (now === undefined) this.native.replyEntry(req, 0, 0, 0, 0, 0, 0, 0, 0, 0);
-      else this.replyEntry(req, now, now.kind === 'file' ? bound.entrySec(now.scope, this.cacheSec) : this.cacheSec);
+      else this.replyEntry(req, now);
     });
   }
 
-  private replyEntry(req: number, node: TreeNode, entrySec: number): void {
+  /** How long the kernel may keep `node`'s entry: with --kernel-opens on, a file's never past its scope's grant deadline. */
+  private entrySec(node: TreeNode): number {
+    if (this.bound === undefined || node.kind !== 'file') return this.cacheSec;
+    return this.bound.entrySec(node.scope, this.cacheSec);
+  }
+
+  private replyEntry(req: number, node: TreeNode): void {
     const s = node.stat;
     this.known.hold(node);
-    this.native.replyEntry(req, s.ino, s.mode, s.size, s.mtime, s.nlink, s.uid, s.gid, entrySec, this.cacheSec);
+    this.native.replyEntry(req, s.ino, s.mode, s.size, s.mtime, s.nlink, s.uid, s.gid, this.entrySec(node), this.cacheSec);
   }
 
   private replyAttr(req: number, s: NodeStat): void {
