@@ -54,7 +54,8 @@ describe('the files npm packs', () => {
       'prebuilds/linux-x64/knowledgefs_fuse.node is not in the package (the prebuilt libfuse 3 addon for linux-x64)',
       'prebuilds/linux-arm64/knowledgefs_fuse.node is not in the package (the prebuilt libfuse 3 addon for linux-arm64)',
       'sql/migrations/*.sql are not in the package (serve applies them to PostgreSQL state)',
-      'native/knowledgefs_fuse.c is not in the package (a build from source compiles it)',
+      'native/session.c is not in the package (a build from source compiles it)',
+      'native/knowledgefs_fuse.h is not in the package (a build from source compiles it)',
     ]));
   });
 
