@@ -171,7 +171,7 @@ describe.sequential('the npm tarball from a clean clone, installed without a com
     expect(field('grep').trim().split(' ').every((p) => /^knowledge\/(account|team_payments|team_search)\//.test(p)), out).toBe(true);
     expect(field('grep'), out).toContain('knowledge/team_payments/runbooks/psp-failover.md');
     expect(field('manifest-exit'), out).toBe('0');
-    expect(fieldBlock('manifest'), out).toMatch(/team_search/);
+    expect(fieldBlock('manifest'), out).toMatch(/^### team_payments \(`knowledge\/team_payments\/`\)$/m);
   });
 
   it('the agent gets EROFS on writes and cannot unmount, signal the daemon, read its environment or its token', () => {
