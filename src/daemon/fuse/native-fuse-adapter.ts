@@ -1,5 +1,6 @@
-// The libfuse 3 binding, the only file that drives the addon in native/: like
-// fuse-adapter.ts, each request calls the core and answers, no policy added.
+// The libfuse 3 binding: the only file that drives the addon in native/.
+// Like fuse-adapter.ts, each request calls the filesystem core and
+// answers; there is no policy here beyond what the kernel's node ids need.
 //
 // Node ids are the tree's inode numbers (tree.ts): a file's id names one
 // version of its content, a directory's id lasts while its path stays a
@@ -23,9 +24,14 @@
 //   (FAST_DIR_BIT); its listings are cached by the kernel (cache_readdir,
 //   keep_cache) until its inode is invalidated, and a READDIR the cache
 //   missed starts its listing here, from the tree of that moment.
-// With --kernel-opens on, the kernel opens files itself and the bound moves to
-// its entries (kernel-grant-bound.ts). Lookup counts: native-kernel-nodes.ts.
-// Replies may go out later, bounded by the core's --request-timeout.
+// With --kernel-opens on the kernel opens files by itself (OPEN answered
+// ENOSYS once: no OPEN, RELEASE or FLUSH for files from then on) and the
+// authorisation bound moves to the entries it holds (kernel-grant-bound.ts);
+// reads then come with handle 0 and are served by node id, as FAST_FH's.
+// The kernel's lookup count per node id is kept in native-kernel-nodes.ts,
+// what the addon answers alone in native-fast-path.ts. Replies go out from
+// this thread, possibly later (opens that wait for the control plane); there
+// is no per-operation timeout beyond the core's --request-timeout.
 
 import { constants } from 'node:os';
 import { performance } from 'node:perf_hooks';
