@@ -58,7 +58,7 @@ async function fakeDaemon(handler: Parameters<typeof createHttpServer>[1]): Prom
 describe('KnowledgeClient results', () => {
   it('reads, pages and reports a mount, typed', async () => {
     const duty = await client.read('knowledge/account/DUTY.md');
-    expect(duty).toEqual({ path: 'knowledge/account/DUTY.md', content: '# Account\n', sha256: sha256('# Account\n'), size: 10, offset: 0, totalChars: 10, truncated: false, nextOffset: null, mounted: false , scopeVersion: null, provenance: null, citation: null });
+    expect(duty).toEqual({ path: 'knowledge/account/DUTY.md', content: '# Account\n', sha256: sha256('# Account\n'), size: 10, offset: 0, totalChars: 10, truncated: false, nextOffset: null, mounted: false });
     const page = await client.read('knowledge/team_search/DUTY.md', { offset: 2, limit: 6 });
     expect(page).toMatchObject({ content: 'Search', offset: 2, truncated: true, nextOffset: 8, mounted: true, totalChars: 19 });
     const rest = await client.read('knowledge/team_search/DUTY.md', { offset: page.nextOffset ?? -1 });

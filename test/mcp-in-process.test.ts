@@ -91,7 +91,7 @@ describe('MCP server: read_knowledge', () => {
     await open();
     expect(await read({ path: 'knowledge/account/DUTY.md' })).toEqual({
       content: [{ type: 'text', text: '# Account\n' }],
-      _meta: { path: 'knowledge/account/DUTY.md', sha256: sha256('# Account\n'), size: 10, offset: 0, totalChars: 10, truncated: false, nextOffset: null, mounted: false , scopeVersion: null, provenance: null, citation: null },
+      _meta: { path: 'knowledge/account/DUTY.md', sha256: sha256('# Account\n'), size: 10, offset: 0, totalChars: 10, truncated: false, nextOffset: null, mounted: false },
     });
     expect(calls('read ')).toEqual(['read account/DUTY.md mount=false']);
   });
@@ -397,18 +397,10 @@ describe('MCP stdio wire', () => {
 });
 
 describe('tool results', () => {
-  const base = { path: 'knowledge/team_x/a.md', content: 'abc', sha256: 'h', size: 3, offset: 0, totalChars: 3, truncated: false, nextOffset: null, mounted: false, scopeVersion: null, provenance: null, citation: null };
+  const base = { path: 'knowledge/team_x/a.md', content: 'abc', sha256: 'h', size: 3, offset: 0, totalChars: 3, truncated: false, nextOffset: null, mounted: false };
 
   it('names the total as the offset to continue when the cut page has no next offset', () => {
     expect(readToolResult({ ...base, truncated: true, nextOffset: null }).content[1]?.text).toBe('[cut at character 3 of 3: call read_knowledge again with path="knowledge/team_x/a.md" and offset=3 to continue]');
-  });
-
-  it('adds the watermark after the text only when asked, and carries scope version and provenance in _meta', () => {
-    const citation = `[Source: knowledge/team_x/a.md sha256:${'1'.repeat(16)} team_x@${'2'.repeat(16)}]`;
-    const cited = { ...base, scopeVersion: '2'.repeat(64), citation };
-    expect(readToolResult(cited).content.map((c) => c.text)).toEqual(['abc']);
-    expect(readToolResult(cited, true).content.map((c) => c.text)).toEqual(['abc', citation]);
-    expect(readToolResult(cited)._meta).toMatchObject({ scopeVersion: '2'.repeat(64), provenance: null, citation });
   });
 
   it('names the scope that was mounted, from the path', () => {

@@ -71,7 +71,7 @@ describe('knowledgefs mcp: read_knowledge', () => {
     const r = await read({ path: 'knowledge/account/DUTY.md' });
     expect(r).toEqual({
       content: [{ type: 'text', text: '# Account\n' }],
-      _meta: { path: 'knowledge/account/DUTY.md', sha256: sha256('# Account\n'), size: 10, offset: 0, totalChars: 10, truncated: false, nextOffset: null, mounted: false , scopeVersion: null, provenance: null, citation: null },
+      _meta: { path: 'knowledge/account/DUTY.md', sha256: sha256('# Account\n'), size: 10, offset: 0, totalChars: 10, truncated: false, nextOffset: null, mounted: false },
     });
     expect(reads()).toEqual(['read account/DUTY.md mount=false']);
   });

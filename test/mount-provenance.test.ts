@@ -14,7 +14,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { startControlPlane, type TestControlPlane } from './helpers/control-plane.js';
 import { directoryJsonOf, writeDataFile } from './helpers/data-dir.js';
 import { scrape, type Scrape } from './helpers/metrics-scrape.js';
-import { BIN, fuseSuite, run, startMount, waitFor, type MountHandle } from './helpers/mount.js';
+import { fuseSuite, run, startMount, waitFor, type MountHandle } from './helpers/mount.js';
 
 const TEMPLATE = 'https://git.example/kb/blob/{commit}/{path}';
 let repo = '';
@@ -35,12 +35,6 @@ async function attributesOf(file: string): Promise<Record<string, string>> {
     if (eq > 0 && !line.startsWith('#')) attrs[line.slice(0, eq)] = JSON.parse(line.slice(eq + 1)) as string;
   }
   return attrs;
-}
-
-/** `knowledgefs read` in a child process, from the directory holding the mount. */
-function readCli(...args: string[]): ReturnType<typeof run> {
-  const handle = m as MountHandle;
-  return run(process.execPath, [BIN, 'read', ...args, '--socket', handle.socketPath], { cwd: handle.dir });
 }
 
 /** Requests for files the control plane answered: grants, reads, batches (plans and scrapes aside: the sync loop and this test make those). */
@@ -112,27 +106,6 @@ fuseSuite('provenance on the mount', () => {
     expect(set.stderr).toContain('Read-only file system');
   });
 
-  it('read --json carries the scope version and provenance the attributes show; --cite adds the watermark line', async () => {
-    const file = join((m as MountHandle).mountpoint, 'team_search/runbooks/reindex.md');
-    const attrs = await attributesOf(file);
-    const json = JSON.parse((await readCli('knowledge/team_search/runbooks/reindex.md', '--json')).stdout) as Record<string, unknown>;
-    expect(json.scopeVersion).toBe(attrs['user.knowledgefs.scope_version']);
-    expect(json.provenance).toEqual({
-      publishedAt: attrs['user.knowledgefs.published_at'],
-      knowledgefsVersion: '0.1.0',
-      commit: attrs['user.knowledgefs.commit'],
-      committedAt: new Date(git('log', '-1', '--format=%cI', '--', 'kb/teams/search/runbooks/reindex.md')).toISOString(),
-      source: attrs['user.knowledgefs.source'],
-    });
-    const sha = attrs['user.knowledgefs.sha256'] as string;
-    const version = attrs['user.knowledgefs.scope_version'] as string;
-    const mark = `[Source: knowledge/team_search/runbooks/reindex.md sha256:${sha.slice(0, 16)} team_search@${version.slice(0, 16)}]`;
-    expect(json.citation).toBe(mark);
-    const cited = await readCli('knowledge/team_search/runbooks/reindex.md', '--cite');
-    expect(cited.code).toBe(0);
-    expect(cited.stdout).toBe(`Reindex the cluster.\n${mark}\n`);
-  });
-
   it('an edit, then a commit of it, reach the attributes through the sync', async () => {
     const file = join((m as MountHandle).mountpoint, 'team_search/runbooks/reindex.md');
     const before = await attributesOf(file);
@@ -153,9 +126,5 @@ fuseSuite('provenance on the mount', () => {
     // The same bytes: the same hash and scope version, another commit.
     expect(committed?.['user.knowledgefs.sha256']).toBe(edited?.['user.knowledgefs.sha256']);
     expect(committed?.['user.knowledgefs.scope_version']).toBe(edited?.['user.knowledgefs.scope_version']);
-    // The watermark follows the bytes: another sha256 and scope version than before the edit.
-    const cited = (await readCli('knowledge/team_search/runbooks/reindex.md', '--cite')).stdout.trimEnd().split('\n').pop();
-    expect(cited).toBe(`[Source: knowledge/team_search/runbooks/reindex.md sha256:${(edited?.['user.knowledgefs.sha256'] ?? '').slice(0, 16)} team_search@${(edited?.['user.knowledgefs.scope_version'] ?? '').slice(0, 16)}]`);
-    expect(cited).not.toContain((before['user.knowledgefs.sha256'] ?? '').slice(0, 16));
   });
 });

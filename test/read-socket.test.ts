@@ -71,7 +71,7 @@ describe('control socket', () => {
 
   it('asks the control plane afresh for a file already in the tree (mount=false)', async () => {
     const res = await client.read('knowledge/account/DUTY.md', { cwd: '/' });
-    expect(res).toEqual({ path: 'knowledge/account/DUTY.md', content: '# Account\n', sha256: sha(Buffer.from('# Account\n')), size: 10, offset: 0, truncated: false, totalChars: 10, nextOffset: null, mounted: false , scopeVersion: null, provenance: null, citation: null });
+    expect(res).toEqual({ path: 'knowledge/account/DUTY.md', content: '# Account\n', sha256: sha(Buffer.from('# Account\n')), size: 10, offset: 0, truncated: false, totalChars: 10, nextOffset: null, mounted: false });
     expect(backend.calls).toEqual(['read account/DUTY.md mount=false']);
   });
 

@@ -2,7 +2,6 @@
 // Only the client library is public; the CLI, daemon and control plane are not.
 
 export { KnowledgeClient, READ_OUTPUT_CAP, RESOURCE_KINDS } from './knowledge-client.js';
-export type { FileProvenance } from '../core/provenance/provenance.js';
 export type { KnowledgeClientOptions, ReadOptions, ReadResult, CanLoadOptions, CanLoadResult, CanLoadAnswer, ResourceKind, Manifest, Reminder, DaemonStatus } from './knowledge-client.js';
 export {
   KnowledgeError,

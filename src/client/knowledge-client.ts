@@ -28,7 +28,6 @@ import {
   type ReminderResponse,
   type ResourceKind,
 } from '../core/wire.js';
-import type { FileProvenance } from '../core/provenance/provenance.js';
 import { InvalidArgumentError } from './errors.js';
 import { daemonUid } from './daemon-user.js';
 import { controlSocketPath } from './socket-path.js';
@@ -79,16 +78,6 @@ export interface ReadResult {
   readonly nextOffset: number | null;
   /** True when this read mounted the file's team: `ls` and `grep -r` see the team from now on. */
   readonly mounted: boolean;
-  /** The version of the file's scope these bytes belong to; null when the control plane did not say (an older one). */
-  readonly scopeVersion: string | null;
-  /** Where these bytes came from (publication or scan time, knowledgefs release, git commit and its time, source URL); null when not known. */
-  readonly provenance: FileProvenance | null;
-  /**
-   * The watermark to put after the text handed to a model,
-   * `[Source: knowledge/<scope>/<path> sha256:<16 hex> <scope>@<16 hex>]`,
-   * which `knowledgefs verify-sources` checks later; null without a scope version.
-   */
-  readonly citation: string | null;
 }
 
 export interface CanLoadOptions {
@@ -173,9 +162,6 @@ export class KnowledgeClient {
       truncated: res.truncated,
       nextOffset: res.truncated ? res.offset + charCount(res.content) : null,
       mounted: res.mounted === true,
-      scopeVersion: res.scopeVersion ?? null,
-      provenance: res.provenance ?? null,
-      citation: res.citation ?? null,
     };
   }
 

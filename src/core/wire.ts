@@ -31,7 +31,6 @@
 // Errors: {ok: false, error: {code, message}} with HTTP_STATUS.
 
 import type { ErrorCode } from './errors.js';
-import type { FileProvenance } from './provenance/provenance.js';
 import type { SessionKind } from './session/policy.js';
 
 export const SHA256_HEADER = 'x-kfs-sha256';
@@ -151,10 +150,6 @@ export interface ReadResponse {
   readonly page?: ReadPage;
   /** True when this read mounted the team (it was not mounted before). */
   readonly mounted: boolean;
-  /** The version of the file's scope these bytes belong to; absent from a control plane that predates it, or when it served another version. */
-  readonly scopeVersion?: string;
-  /** Where these bytes came from (core/provenance); absent when unknown. Never a person's identity. */
-  readonly provenance?: FileProvenance;
 }
 
 /**
@@ -238,12 +233,6 @@ export interface LocalReadResult {
   readonly totalChars: number;
   /** True when this read mounted the file's team (it was not mounted before). */
   readonly mounted: boolean;
-  /** The version of the file's scope these bytes belong to (null: the control plane did not say). */
-  readonly scopeVersion: string | null;
-  /** Where these bytes came from: publication time, release, commit, source URL (null: not known). */
-  readonly provenance: FileProvenance | null;
-  /** The `[Source: …]` watermark of these bytes (core/provenance/citation.ts); null without a scope version. */
-  readonly citation: string | null;
 }
 
 export interface DaemonStatus {

@@ -79,7 +79,6 @@ const readInput = z
     path: pathArg.describe('The file, as ls/find print it: knowledge/<scope>/<path>, e.g. knowledge/account/DUTY.md (or an absolute path under the mount)'),
     offset: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).optional().describe('Characters to skip; pass the offset a cut result names to continue (default 0)'),
     limit: z.number().int().min(1).max(READ_OUTPUT_CAP).optional().describe(`Characters to return at most (default and maximum ${READ_OUTPUT_CAP})`),
-    cite: z.boolean().optional().describe('Add the file\'s [Source: …] watermark after the text, to quote with it (default false)'),
   })
   .strict();
 
@@ -153,13 +152,13 @@ export function createKnowledgeMcpServer(source: KnowledgeSource, options: Knowl
       inputSchema: readInput,
       annotations: { title: 'Read a knowledge file', ...READ_ONLY },
     },
-    ({ path, offset, limit, cite }) =>
+    ({ path, offset, limit }) =>
       tool(async () => {
         // Stryker disable next-line ConditionalExpression: an option given as undefined is an option not given (the client checks `=== undefined`)
         const res = await source.read(path, { cwd: options.cwd, ...(offset === undefined ? {} : { offset }), ...(limit === undefined ? {} : { limit }) });
         // The mount added the team's DUTY.md to the manifest: a subscriber hears of it before this result.
         if (res.mounted) await watch.check();
-        return readToolResult(res, cite === true);
+        return readToolResult(res);
       }),
   );
 

@@ -34,10 +34,8 @@ function scopeOf(displayPath: string): string {
   return displayPath.split('/')[1] ?? displayPath;
 }
 
-/** `cite`: the watermark of these bytes follows the text in a block of its own (the harness keeps it with what it hands the model). */
-export function readToolResult(res: ReadResult, cite = false): ToolResult {
+export function readToolResult(res: ReadResult): ToolResult {
   const content = [text(res.content)];
-  if (cite && res.citation !== null) content.push(text(res.citation));
   if (res.truncated) {
     content.push(text(`[cut at character ${res.nextOffset ?? res.totalChars} of ${res.totalChars}: call ${NAMES.readTool} again with path=${JSON.stringify(res.path)} and offset=${res.nextOffset ?? res.totalChars} to continue]`));
   }
@@ -56,9 +54,6 @@ export function readToolResult(res: ReadResult, cite = false): ToolResult {
       truncated: res.truncated,
       nextOffset: res.nextOffset,
       mounted: res.mounted,
-      scopeVersion: res.scopeVersion,
-      provenance: res.provenance,
-      citation: res.citation,
     },
   };
 }

@@ -10,14 +10,12 @@ import type { Command } from 'commander';
 import { READ_OUTPUT_CAP, type ReadResult } from '../../client/knowledge-client.js';
 import type { CliContext, CommandResult } from '../context.js';
 import { EXIT } from '../exit-codes.js';
-import { KnowledgeError } from '../../core/errors.js';
 import { optionParser } from '../option-parser.js';
 import { DAEMON_USER_OPTION, callDaemon, parseCount, shellQuote, type SocketCommandOptions } from './socket-command.js';
 
 interface ReadOptions extends SocketCommandOptions {
   offset?: number;
   limit?: number;
-  cite?: boolean;
 }
 
 function truncationLine(typed: string, res: ReadResult, limit: number | undefined): string {
@@ -35,8 +33,7 @@ export function registerRead(program: Command, ctx: CliContext, result: CommandR
     .option(...DAEMON_USER_OPTION)
     .option('--offset <n>', 'characters to skip before printing', optionParser((t) => parseCount(t, 0)))
     .option('--limit <n>', `characters to print at most (1..${READ_OUTPUT_CAP}, default ${READ_OUTPUT_CAP})`, optionParser((t) => parseCount(t, 1, READ_OUTPUT_CAP)))
-    .option('--json', 'print {"ok", path, content, sha256, size, offset, totalChars, truncated, nextOffset, mounted, scopeVersion, provenance, citation} or {"ok": false, "error"}')
-    .option('--cite', 'add one line after the text: the [Source: …] watermark of these bytes, which verify-sources checks')
+    .option('--json', 'print {"ok", path, content, sha256, size, offset, totalChars, truncated, nextOffset, mounted} or {"ok": false, "error"}')
     .addHelpText(
       'after',
       `
@@ -60,10 +57,6 @@ Examples:
         ctx.stdout.write(`${JSON.stringify({ ok: true, ...res })}\n`);
       } else {
         ctx.stdout.write(res.content);
-        if (opts.cite === true) {
-          if (res.citation === null) throw new KnowledgeError('unavailable', `${path}: the control plane gave no scope version to cite (it predates citations); the text above is not watermarked`);
-          ctx.stdout.write(`${res.content === '' || res.content.endsWith('\n') ? '' : '\n'}${res.citation}\n`);
-        }
         if (res.truncated) {
           const sep = res.content === '' || res.content.endsWith('\n') ? '' : '\n';
           ctx.stderr.write(`${sep}${truncationLine(path, res, opts.limit)}`);

@@ -5,28 +5,7 @@
 // the plan's file table, in whatever form it came (file-table.ts).
 
 import type { FileTable } from '../session/file-table.js';
-import { fileIndex, type ScopeSnapshot } from '../session/plan.js';
-import { fileProvenance, recordAt, type FileProvenance, type ProvenanceRecord, type ScopeProvenance } from './provenance.js';
-
-/** What a read answers beside the bytes: the scope's version, and the file's provenance when the snapshot has one. */
-export interface ServedFileFacts {
-  readonly scopeVersion: string;
-  readonly provenance?: FileProvenance;
-}
-
-/**
- * The facts of `path` in `snapshot` when the bytes served (`sha256`) are the
- * ones the snapshot names; undefined otherwise (another version was served:
- * nothing is said rather than something about other bytes).
- */
-export function servedFileFacts(snapshot: ScopeSnapshot | undefined, path: string, sha256: string): ServedFileFacts | undefined {
-  if (snapshot === undefined) return undefined;
-  const at = fileIndex(snapshot.files, path);
-  if (at < 0 || snapshot.files[at]?.sha256 !== sha256) return undefined;
-  const record = snapshot.provenance === undefined ? undefined : recordAt(snapshot.provenance, at);
-  if (record === undefined || snapshot.provenance === undefined) return { scopeVersion: snapshot.version };
-  return { scopeVersion: snapshot.version, provenance: fileProvenance(record, snapshot.provenance, snapshot.scope, path) };
-}
+import { fileProvenance, type FileProvenance, type ProvenanceRecord, type ScopeProvenance } from './provenance.js';
 
 export class ProvenanceLookup {
   private constructor(

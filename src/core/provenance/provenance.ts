@@ -116,16 +116,6 @@ function parseRecord(v: unknown): ProvenanceRecord | string {
   return provenanceRecord({ publishedAt, knowledgefsVersion, ...(commit !== undefined ? { commit } : {}), ...(committedAt !== undefined ? { committedAt } : {}) });
 }
 
-/** One file's provenance as a read answers it, checked: a string says what is wrong. */
-export function parseFileProvenance(v: unknown): FileProvenance | string {
-  if (!isObject(v)) return 'not an object';
-  const { commit, committedAt, source } = v;
-  const record = parseRecord({ publishedAt: v.publishedAt, knowledgefsVersion: v.knowledgefsVersion, ...(commit !== null ? { commit } : {}), ...(committedAt !== null ? { committedAt } : {}) });
-  if (typeof record === 'string') return record;
-  if (source !== null && (typeof source !== 'string' || source.length > 8192 || /[\0-\x20\x7f]/.test(source))) return '"source" is not a URL';
-  return { publishedAt: record.publishedAt, knowledgefsVersion: record.knowledgefsVersion, commit: record.commit ?? null, committedAt: record.committedAt ?? null, source };
-}
-
 /** How many files a table's runs cover. */
 export function provenanceFileCount(p: ScopeProvenance): number {
   let files = 0;

@@ -9,7 +9,7 @@ import { planVersion, scopeVersion, sortedScopeVersion, type Plan, type PlanChan
 import { FileSurveyor, type FileTable } from '../../core/session/file-table.js';
 import { ColumnarSnapshot, ColumnTable, type FileColumns } from '../../core/session/plan-columns.js';
 import { FLOAT64_BYTES, packedScopeVersion, PackedTable } from '../../core/session/plan-packed.js';
-import { parseFileProvenance, parseScopeProvenance, type FileProvenance, type ScopeProvenance } from '../../core/provenance/provenance.js';
+import { parseScopeProvenance, type ScopeProvenance } from '../../core/provenance/provenance.js';
 import { parseScope } from '../../core/scope.js';
 import { isSha256 } from '../../core/sha256.js';
 import { PackedFiles } from './packed-plan.js';
@@ -237,19 +237,9 @@ export function checkReadResponse(v: unknown): ReadResponse {
   const { path, sha256, size, contentBase64, page, mounted } = v;
   if (typeof path !== 'string' || !isSha256(sha256) || !isCount(size)) bad('read response');
   if (typeof mounted !== 'boolean') bad('read response');
-  const facts = checkReadFacts(v.scopeVersion, v.provenance);
-  if (page !== undefined) return { path, sha256, size, page: checkReadPage(page), mounted, ...facts };
+  if (page !== undefined) return { path, sha256, size, page: checkReadPage(page), mounted };
   if (typeof contentBase64 !== 'string') bad('read response');
-  return { path, sha256, size, contentBase64, mounted, ...facts };
-}
-
-/** A read's scope version and provenance, each optional (a control plane that predates them sends neither). */
-function checkReadFacts(scopeVersion: unknown, provenance: unknown): { scopeVersion?: string; provenance?: FileProvenance } {
-  if (scopeVersion !== undefined && !isSha256(scopeVersion)) bad('read response (scope version)');
-  if (provenance === undefined) return scopeVersion === undefined ? {} : { scopeVersion };
-  const p = parseFileProvenance(provenance);
-  if (typeof p === 'string') bad(`read response (provenance: ${p})`);
-  return { ...(scopeVersion !== undefined ? { scopeVersion } : {}), provenance: p };
+  return { path, sha256, size, contentBase64, mounted };
 }
 
 const REFUSAL_CODES: readonly string[] = ['not_found', 'denied', 'membership_unavailable'];

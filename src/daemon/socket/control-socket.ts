@@ -42,7 +42,6 @@ import {
   type ReminderResponse,
 } from '../../core/wire.js';
 import { prepareSocketDirectory, SOCKET_UMASK, socketUmaskFor, withSocketUmask } from './socket-directory.js';
-import { formatWatermark } from '../../core/provenance/citation.js';
 import { parseCanLoadRequest } from '../../core/can-load-request.js';
 
 export interface ReadToolBackend {
@@ -124,9 +123,6 @@ export async function localRead(backend: ReadToolBackend, req: LocalReadRequest,
     truncated: shownEnd < totalChars,
     totalChars,
     mounted: response.mounted,
-    scopeVersion: response.scopeVersion ?? null,
-    provenance: response.provenance ?? null,
-    citation: response.scopeVersion === undefined ? null : formatWatermark(scopePath, response.sha256, response.scopeVersion),
   };
 }
 

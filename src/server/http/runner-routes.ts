@@ -16,7 +16,6 @@ import { READ_OUTPUT_CAP, SHA256_HEADER, type GrantResponse, type ManifestRespon
 import { jsonResponse, notFound, parseEncodedScopePath, parseScopePath, errorResponse, type ApiRequest, type ApiResponse } from './api.js';
 import { boundScopes, decider, denialResponse, type RouteContext } from '../context.js';
 import type { SessionRecord } from '../state/session-state.js';
-import { servedFileFacts } from '../../core/provenance/provenance-lookup.js';
 
 export function sessionView(session: SessionRecord): SessionView {
   return {
@@ -102,7 +101,6 @@ export async function readRoute(ctx: RouteContext, session: SessionRecord, req: 
     size: file.size,
     ...(request.limit !== undefined ? { page: readPage(file.bytes, request.offset ?? 0, request.limit) } : { contentBase64: file.bytes.toString('base64') }),
     mounted,
-    ...servedFileFacts(ctx.store.snapshot(scope), path, file.sha256),
   };
   return jsonResponse(200, body);
 }
