@@ -200,21 +200,6 @@ static napi_value js_reply_dir_plus(napi_env env, napi_callback_info info) {
   return result;
 }
 
-/* replyXattr(req, buffer, size): the value (or NUL-ended names) when it fits `size`, its length when `size` is 0, else ERANGE. */
-static napi_value js_reply_xattr(napi_env env, napi_callback_info info) {
-  napi_value argv[3];
-  if (!get_args(env, info, 3, argv)) return NULL;
-  void *data = NULL;
-  size_t len = 0;
-  CHECK(env, napi_get_buffer_info(env, argv[1], &data, &len));
-  size_t size = (size_t)num(env, argv[2]);
-  fuse_req_t req = req_of(env, argv[0]);
-  if (size == 0) REPLY(fuse_reply_xattr(req, len));
-  else if (len > size) REPLY(fuse_reply_err(req, ERANGE));
-  else REPLY(fuse_reply_buf(req, data, len));
-  return NULL;
-}
-
 /* replyStatfs(req, blocks, files) */
 static napi_value js_reply_statfs(napi_env env, napi_callback_info info) {
   napi_value argv[3];
@@ -239,6 +224,5 @@ const napi_property_descriptor reply_properties[] = {
     {"replyDir", NULL, js_reply_dir, NULL, NULL, NULL, napi_default, NULL},
     {"replyDirPlus", NULL, js_reply_dir_plus, NULL, NULL, NULL, napi_default, NULL},
     {"replyStatfs", NULL, js_reply_statfs, NULL, NULL, NULL, napi_default, NULL},
-    {"replyXattr", NULL, js_reply_xattr, NULL, NULL, NULL, napi_default, NULL},
 };
 const size_t reply_property_count = sizeof reply_properties / sizeof reply_properties[0];

@@ -81,8 +81,6 @@ enum op {
   OP_ACCESS = 11,
   OP_ENDED = 12,
   OP_READDIRPLUS = 13,
-  OP_GETXATTR = 14,
-  OP_LISTXATTR = 15,
 };
 
 typedef struct message {

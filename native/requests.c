@@ -104,22 +104,6 @@ void post_handle(int op, fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *
   post(m);
 }
 
-/* Extended attributes (read-only, from the tree): the name and the caller's buffer size (0: asks the size). */
-static void ll_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size) {
-  message_t *m = message(OP_GETXATTR, req, ino);
-  if (m == NULL) return;
-  m->a = (double)size;
-  m->name = strdup(name);
-  if (m->name == NULL) {
-    free(m);
-    fuse_reply_err(req, ENOMEM);
-    return;
-  }
-  post(m);
-}
-
-static void ll_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) { post_number(OP_LISTXATTR, req, ino, (double)size); }
-
 static void ll_statfs(fuse_req_t req, fuse_ino_t ino) { post_number(OP_STATFS, req, ino, 0); }
 
 static void ll_access(fuse_req_t req, fuse_ino_t ino, int mask) { post_number(OP_ACCESS, req, ino, (double)mask); }
@@ -172,7 +156,5 @@ const struct fuse_lowlevel_ops knowledgefs_ops = {
     .create = ll_create,
     .setxattr = ll_setxattr,
     .removexattr = ll_removexattr,
-    .getxattr = ll_getxattr,
-    .listxattr = ll_listxattr,
 };
 

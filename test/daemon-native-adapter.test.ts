@@ -75,9 +75,6 @@ class RecordingAddon implements NativeAddon {
   replyStatfs(req: number, blocks: number, files: number): void {
     this.calls.push(['statfs', req, blocks, files]);
   }
-  replyXattr(req: number, data: Buffer, size: number): void {
-    this.calls.push(['xattr', req, data.toString('utf8'), size]);
-  }
   invalEntry(parentIno: number, name: string): void {
     this.calls.push(['invalEntry', parentIno, name]);
   }

@@ -114,7 +114,7 @@ describe('serve --data in a git work tree', () => {
       const now = await provenanceOf('team_search', 'draft.md');
       return now?.commit === commit ? now : undefined;
     });
-    expect(p?.source).toBe(`https://git.example/kb/blob/${commit}/kb/teams/search/draft.md`);
+    expect(p.source).toBe(`https://git.example/kb/blob/${commit}/kb/teams/search/draft.md`);
     const after = await planOf('?provenance=');
     expect(after.plan.version).toBe(before.plan.version);
     expect(after.etag).not.toBe(before.etag);

@@ -22,8 +22,6 @@ export const OP = {
   access: 11,
   ended: 12,
   readdirplus: 13,
-  getxattr: 14,
-  listxattr: 15,
 } as const;
 
 /** The metric name of each request kind (fuse-op-meter.ts). */
@@ -39,8 +37,6 @@ export const OP_KINDS: Readonly<Partial<Record<number, FuseOp>>> = {
   [OP.releasedir]: 'releasedir',
   [OP.statfs]: 'statfs',
   [OP.access]: 'access',
-  [OP.getxattr]: 'xattr',
-  [OP.listxattr]: 'xattr',
 };
 
 export type Handler = (op: number, req: number, ino: number, fh: number, a: number, b: number, extra: string | Float64Array | undefined) => void;
@@ -58,8 +54,6 @@ export interface NativeAddon {
   /** Like replyDir, each entry with its attributes (7 numbers each in `stats`: ino, mode, size, mtimeMs, nlink, uid, gid); the kernel takes a lookup of each that fits, "." and ".." aside. */
   replyDirPlus(req: number, size: number, firstOffset: number, names: string[], stats: Float64Array, attrTimeout: number, entryTimeout: number): number;
   replyStatfs(req: number, blocks: number, files: number): void;
-  /** An extended attribute's value, or NUL-ended names: the bytes when they fit `size`, their length when `size` is 0, else ERANGE. */
-  replyXattr(req: number, data: Buffer, size: number): void;
   invalEntry(parentIno: number, name: string): void;
   invalInode(ino: number): void;
   /** Opens of `ino` may be answered by the addon itself while scope `scopeId`'s grant is fresh. */

@@ -220,12 +220,6 @@ export class NativeFuseSession implements FuseMount {
         this.native.replyStatfs(req, s.blocks, s.files);
         return 0;
       }
-      case OP.getxattr:
-        this.native.replyXattr(req, this.fs.getxattr(this.nodeOf(ino).path, extra as string), a);
-        return 0;
-      case OP.listxattr:
-        this.native.replyXattr(req, Buffer.from(this.fs.listxattr(this.nodeOf(ino).path).map((n) => `${n}\0`).join(''), 'utf8'), a);
-        return 0;
       case OP.access:
         this.fs.access(this.nodeOf(ino).path, a);
         this.native.replyErr(req, 0);
