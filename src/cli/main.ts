@@ -3,14 +3,15 @@
 // exit 2.
 
 import { Command, CommanderError } from 'commander';
+import { createRequire } from 'node:module';
 import { isKnowledgeError } from '../core/errors.js';
 import { EXIT, EXIT_FOR_CODE } from './exit-codes.js';
 import { processContext, type CliContext, type CommandResult } from './context.js';
-import { RELEASE } from './release.js';
 
 export { optionParser } from './option-parser.js';
 
-const version = RELEASE;
+const require = createRequire(import.meta.url);
+const { version } = require('../../package.json') as { version: string };
 
 type Register = (program: Command, ctx: CliContext, result: CommandResult) => void;
 

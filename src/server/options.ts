@@ -5,7 +5,6 @@
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { KnowledgeError } from '../core/errors.js';
-import { checkSourceTemplate } from '../core/provenance/source-url.js';
 import type { Log } from '../core/text/log-line.js';
 import { resolveS3Config, type S3Config } from '../store/objects/store-config.js';
 
@@ -75,10 +74,6 @@ export interface ControlPlaneOptions {
   readonly scanIntervalMs?: number;
   /** Files larger than this are skipped (one log line). Default 64 MiB. */
   readonly maxFileSize?: number;
-  /** `--source-url`: the template of each file's source URL in its provenance (core/provenance/source-url.ts). */
-  readonly sourceUrl?: string;
-  /** The knowledgefs release provenance records. Default `unknown` (the CLI gives its own). */
-  readonly release?: string;
   /** Request bodies larger than this are refused with 413. Default 64 KiB. */
   readonly maxBodyBytes?: number;
   /** Longest long-poll a client may ask for with `wait=`. Default 30 s. */
@@ -121,8 +116,6 @@ export interface ResolvedOptions {
   readonly watchScanIntervalMs: number;
   readonly scanIntervalMs: number;
   readonly maxFileSize: number;
-  readonly sourceUrl: string | undefined;
-  readonly release: string;
   readonly maxBodyBytes: number;
   readonly maxWaitMs: number;
   readonly membershipRecheckMs: number;
@@ -165,14 +158,6 @@ export function isStateUrl(text: string): boolean {
 /** `<dataDir>/.knowledgefs`: state, audit log and generated admin token live here by default. */
 export function internalDir(dataDir: string): string {
   return join(dataDir, '.knowledgefs');
-}
-
-/** `--source-url`, refused with what is wrong in it. */
-export function checkedSourceUrl(template: string | undefined): string | undefined {
-  if (template === undefined) return undefined;
-  const problem = checkSourceTemplate(template);
-  if (problem !== null) throw new KnowledgeError('config', `--source-url ${JSON.stringify(template.slice(0, 200))}: ${problem}`);
-  return template;
 }
 
 function positive(name: string, value: number | undefined, fallback: number, allowZero = false): number {
@@ -265,8 +250,6 @@ export function resolveOptions(o: ControlPlaneOptions): ResolvedOptions {
     watchScanIntervalMs: positive('--watch-scan-interval', o.watchScanIntervalMs, DEFAULTS.watchScanIntervalMs),
     scanIntervalMs: positive('--scan-interval', o.scanIntervalMs, DEFAULTS.scanIntervalMs),
     maxFileSize: positive('--max-file-size', o.maxFileSize, DEFAULTS.maxFileSize),
-    sourceUrl: checkedSourceUrl(o.sourceUrl),
-    release: o.release ?? 'unknown',
     maxBodyBytes: positive('maxBodyBytes', o.maxBodyBytes, DEFAULTS.maxBodyBytes),
     maxWaitMs: positive('maxWaitMs', o.maxWaitMs, DEFAULTS.maxWaitMs, true),
     membershipRecheckMs: positive('--membership-recheck', o.membershipRecheckMs, DEFAULTS.membershipRecheckMs),

@@ -37,7 +37,6 @@ import { EXIT } from '../exit-codes.js';
 import { parseOnOff, parsedOption } from '../option-parser.js';
 import { STORE_ENVIRONMENT, addS3Options, type StoreFlags } from '../store-flags.js';
 import { ADMIN_TOKEN_ENV, readTokenFile } from '../token-file.js';
-import { RELEASE } from '../release.js';
 import { parseCount } from './socket-command.js';
 
 interface ServeFlags extends StoreFlags {
@@ -64,7 +63,6 @@ interface ServeFlags extends StoreFlags {
   watchScanInterval: number;
   scanInterval: number;
   maxFileSize: number;
-  sourceUrl?: string;
   metricsListen?: string;
   logFormat: LogFormat;
   logFile?: string;
@@ -123,8 +121,7 @@ export function registerServe(program: Command, ctx: CliContext, result: Command
     .addOption(parsedOption('--watch-scan-interval <duration>', 'pause between full rescans while the watch works (a safety net for lost events)', parseDuration, DEFAULTS.watchScanIntervalMs, formatDurationFlag(DEFAULTS.watchScanIntervalMs)))
     .addOption(parsedOption('--scan-interval <duration>', "pause between full rescans with --watch off or a failed watch (at least twice the last scan's duration)", parseDuration, DEFAULTS.scanIntervalMs, formatDurationFlag(DEFAULTS.scanIntervalMs)))
     .option('--metrics-listen <host:port>', 'also serve GET /metrics without a token on this address (default: only GET /metrics on --listen, with the admin token)')
-    .addOption(parsedOption('--max-file-size <size>', 'files larger than this are skipped with a log line', parseSize, DEFAULTS.maxFileSize, formatSizeFlag(DEFAULTS.maxFileSize)))
-    .option('--source-url <template>', "with --data: each file's source URL in its provenance, e.g. 'https://git.example/kb/blob/{commit}/{path}' ({commit}, {path} in the repository, {file} in its scope, {scope})");
+    .addOption(parsedOption('--max-file-size <size>', 'files larger than this are skipped with a log line', parseSize, DEFAULTS.maxFileSize, formatSizeFlag(DEFAULTS.maxFileSize)));
   addLogOptions(command);
   addS3Options(command, DEFAULTS.s3TimeoutMs, "with --store: longest one object-store request may take (keep it below the mounts' --request-timeout)")
     .addOption(parsedOption('--publication-poll <duration>', 'with --store: how often to look for a new publication (one conditional GET)', parseDuration, DEFAULTS.publicationPollMs, formatDurationFlag(DEFAULTS.publicationPollMs)))
@@ -159,7 +156,6 @@ ${STORE_ENVIRONMENT}`,
       const stopHangup = ctx.onSignal?.('SIGHUP', () => reopen());
       if (flags.data === undefined && flags.store === undefined) throw new KnowledgeError('config', 'say where the packs are: --data DIR (a data directory) or --store s3://BUCKET/PREFIX (a publication)');
       if (flags.data !== undefined && flags.store !== undefined) throw new KnowledgeError('config', '--data and --store exclude each other: packs come from the data directory or from object storage');
-      if (flags.sourceUrl !== undefined && flags.store !== undefined) throw new KnowledgeError('config', '--source-url goes with --data: it is how this control plane records where the files of its data directory come from');
       const dataDir = flags.data === undefined ? undefined : resolve(ctx.cwd, flags.data);
       const { host, port } = parseListenAddress(flags.listen);
       const metricsListen = flags.metricsListen === undefined ? undefined : parseListenAddress(flags.metricsListen, '--metrics-listen');
@@ -191,8 +187,6 @@ ${STORE_ENVIRONMENT}`,
         watchScanIntervalMs: flags.watchScanInterval,
         scanIntervalMs: flags.scanInterval,
         maxFileSize: flags.maxFileSize,
-        ...(flags.sourceUrl !== undefined ? { sourceUrl: flags.sourceUrl } : {}),
-        release: RELEASE,
         log,
         ...(metricsListen !== undefined ? { metricsListen } : {}),
         ...state,

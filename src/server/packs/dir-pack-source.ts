@@ -16,9 +16,6 @@ import { formatDurationFlag } from '../../core/text/units.js';
 import { DataWatch, emptyWork, fullWork, mergeWork, type ScanWork, type WatchFunction } from './data-watch.js';
 import { DirectorySource } from './directory-source.js';
 import { DirPackStore } from '../../store/data-dir/dir-pack-store.js';
-import { gitPlace } from '../../store/data-dir/git-history.js';
-import { ProvenancedPackStore } from '../../store/data-dir/provenanced-store.js';
-import { ProvenanceRecorder } from '../../store/data-dir/provenance-recorder.js';
 import type { ResolvedOptions } from '../options.js';
 import type { PackSource, SourceHooks } from './pack-source.js';
 import { RescanLoop } from './rescan-loop.js';
@@ -49,8 +46,6 @@ export async function openDirPackSource(options: ResolvedOptions & { dataDir: st
   await timedScan('full', () => store.scan());
   // directory.json was read before its directory was watched.
   await directory.refresh();
-  const recorder = new ProvenanceRecorder({ dataDir: options.dataDir, release: options.release, sourceUrl: options.sourceUrl, log: options.log, now: options.now });
-  await recorder.look(store.scopes());
 
   const scan = async (work: ScanWork): Promise<void> => {
     try {
@@ -62,8 +57,6 @@ export async function openDirPackSource(options: ResolvedOptions & { dataDir: st
       } else if (work.layout || work.packs.size > 0) {
         changed = (await timedScan('partial', () => store.scan(work.packs))) || changed;
       }
-      // After every scan that changed files (their commits may have too), and on the HEAD poll below.
-      if (changed || work.full) changed = (await recorder.look(store.scopes())) || changed;
       if (changed) hooks.changed();
     } catch (err) {
       options.log(`rescan failed: ${err instanceof Error ? err.message : String(err)}`);
@@ -74,21 +67,10 @@ export async function openDirPackSource(options: ResolvedOptions & { dataDir: st
     fullIntervalMs: () => (watch?.healthy ? options.watchScanIntervalMs : options.scanIntervalMs),
   });
   const rescanLoop = loop;
-  // A commit of bytes already served changes no file, so no scan notices it: HEAD is asked every
-  // --scan-interval (one short `git rev-parse`), and a new HEAD is looked at at once.
-  const headPoll =
-    recorder.head === null
-      ? null
-      : setInterval(() => {
-          void gitPlace(options.dataDir).then(async (place) => {
-            if (typeof place !== 'string' && place.head !== recorder.head && (await recorder.look(store.scopes()))) hooks.changed();
-          });
-        }, Math.max(options.scanIntervalMs, 1000));
-  headPoll?.unref();
   if (early.full || early.directory || early.layout || early.packs.size > 0) loop.notice(early);
 
   return {
-    store: new ProvenancedPackStore(store, recorder),
+    store,
     directory,
     watch,
     describe() {
@@ -99,7 +81,6 @@ export async function openDirPackSource(options: ResolvedOptions & { dataDir: st
     },
     refresh: () => rescanLoop.now(),
     async close() {
-      if (headPoll !== null) clearInterval(headPoll);
       watch?.close();
       await rescanLoop.close();
     },
