@@ -115,7 +115,7 @@ export const PUBLICATION_RESULTS = ['taken', 'refused'] as const;
  * refused) is `write`. `lookup`, `opendir` and `releasedir` reach the daemon
  * on the native binding only (fuse-native's libfuse answers them itself).
  */
-export const FUSE_OPS = ['lookup', 'getattr', 'readdir', 'opendir', 'releasedir', 'access', 'statfs', 'open', 'read', 'release', 'xattr', 'write'] as const;
+export const FUSE_OPS = ['lookup', 'getattr', 'readdir', 'opendir', 'releasedir', 'access', 'statfs', 'open', 'read', 'release', 'write'] as const;
 export type FuseOp = (typeof FUSE_OPS)[number];
 /** How a FUSE operation ended: `ok`, or the errno it returned. */
 export const FUSE_RESULTS = ['ok', 'ENOENT', 'EIO', 'EROFS', 'EACCES', 'ESTALE', 'other_error'] as const;

@@ -26,10 +26,9 @@
 
 import { constants } from 'node:fs';
 import { KnowledgeError, isKnowledgeError } from '../core/errors.js';
-import { fileAttributes } from '../core/tree/file-attributes.js';
 import type { FileNode, NodeStat, Tree } from '../core/tree/tree.js';
 import type { ChangedFiles } from './fuse/changed-files.js';
-import { EBADF, EISDIR, ENODATA, ENOTDIR, ESTALE, ErrnoError } from './fuse/errno.js';
+import { EBADF, EISDIR, ENOTDIR, ESTALE, ErrnoError } from './fuse/errno.js';
 import type { ContentFetcher } from './content/fetcher.js';
 import type { GrantCache, GrantListener } from './content/grant-cache.js';
 import type { DirectoryReadAhead } from './content/read-ahead.js';
@@ -129,28 +128,6 @@ export class KnowledgeFilesystem {
       stats.push(child.stat);
     }
     return { names: node.names, stats };
-  }
-
-  /**
-   * The extended attributes of `path` (core/tree/file-attributes.ts), from
-   * the tree alone: no request. A path not in the tree is ENOENT, exactly as
-   * for getattr, so a hidden file and a missing one look the same.
-   */
-  listxattr(path: string): string[] {
-    const tree = this.deps.tree();
-    const node = tree.get(path);
-    if (node === undefined) throw new KnowledgeError('not_found', `no such file: ${path}`);
-    return node.kind === 'file' ? [...fileAttributes(tree, node).keys()] : [];
-  }
-
-  /** One attribute's value (UTF-8); ENODATA when `path` has no such attribute. */
-  getxattr(path: string, name: string): Buffer {
-    const tree = this.deps.tree();
-    const node = tree.get(path);
-    if (node === undefined) throw new KnowledgeError('not_found', `no such file: ${path}`);
-    const value = node.kind === 'file' ? fileAttributes(tree, node).get(name) : undefined;
-    if (value === undefined) throw new ErrnoError(ENODATA, `${path} has no attribute ${name}`);
-    return Buffer.from(value, 'utf8');
   }
 
   /** `access(2)`: existence, and no write permission ever. */

@@ -112,7 +112,7 @@ export class MountDaemon {
       client: planSource(client, () => this.tree),
       threshold: opts.prefetchThreshold,
       intervalMs: opts.syncIntervalMs,
-      currentVersion: () => this.tree.tag,
+      currentVersion: () => this.tree.version,
       apply: (plan) => this.applyPlan(plan),
       revoked: (message) => this.revoke(message),
       log: io.log,
@@ -265,7 +265,6 @@ export class MountDaemon {
       `${this.tree.fileCount} files`,
       added.length > 0 ? `added ${added.join(', ')}` : '',
       removed.length > 0 ? `removed ${removed.join(', ')}` : '',
-      before.version === plan.version ? 'provenance changed' : '',
     ].filter(Boolean);
     this.io.log(`sync: plan ${plan.version.slice(0, 12)} (${changes.join('; ')})`);
     if (this.opts.prefetchContent) void this.prefetch.schedule(this.tree);

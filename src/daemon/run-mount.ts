@@ -64,7 +64,7 @@ export async function runMountDaemon(opts: MountOptions, io: MountDaemonIo, stop
     // The first plan stays inside this function: only the tree built from it outlives start-up.
     let plan: Plan | null;
     // Both requests at once (one round trip less); the session's answer decides the error when both fail.
-    const asked = Promise.allSettled([client.session(), client.plan({ threshold: opts.prefetchThreshold, provenance: [] })]);
+    const asked = Promise.allSettled([client.session(), client.plan({ threshold: opts.prefetchThreshold })]);
     const loading = import('./mount-daemon.js');
     loading.catch(() => undefined); // awaited below unless the requests fail first
     try {

@@ -41,9 +41,6 @@
 // likes.
 
 import type { Plan } from '../session/plan.js';
-import { fileTable } from '../session/plan-columns.js';
-import { planProvenanceVersion, planTag, type FileProvenance, type ScopeProvenance } from '../provenance/provenance.js';
-import { ProvenanceLookup } from '../provenance/provenance-lookup.js';
 import { compareScopes, type ScopeName } from '../scope.js';
 import { NodeBuilder, type InoCounter } from './node-builder.js';
 import { PendingScope, type PlannedFile } from './pending-scope.js';
@@ -53,8 +50,6 @@ export type { PlannedFile } from './pending-scope.js';
 
 export class Tree {
   readonly version: string;
-  /** What plan requests name as the tree's ETag: the version, with the plan's provenance when it had any (planTag). */
-  readonly tag: string;
   readonly sessionId: string;
   readonly mounted: readonly string[];
   /** Scope names in the mount's order (account first). */
@@ -65,8 +60,6 @@ export class Tree {
   private readonly inos: InoCounter;
   /** The plan's version of each scope: what the tree holds, for asking the control plane what changed. */
   private readonly scopeVersions: ReadonlyMap<ScopeName, string>;
-  /** Each scope's provenance, when its plan gave one, looked up by path (extended attributes, the read tool). */
-  private readonly provenances: ReadonlyMap<ScopeName, ProvenanceLookup>;
   /** The root and every node of the scopes built at once. */
   private readonly nodes: Map<string, TreeNode>;
   /** Scopes whose nodes are built on first use (pending-scope.ts). */
@@ -82,12 +75,10 @@ export class Tree {
 
   private constructor(fields: {
     version: string;
-    tag: string;
     sessionId: string;
     mounted: readonly string[];
     scopes: readonly ScopeName[];
     scopeVersions: ReadonlyMap<ScopeName, string>;
-    provenances: ReadonlyMap<ScopeName, ProvenanceLookup>;
     fileCount: number;
     totalBytes: number;
     inos: InoCounter;
@@ -97,12 +88,10 @@ export class Tree {
     changedPaths?: readonly string[];
   }) {
     this.version = fields.version;
-    this.tag = fields.tag;
     this.sessionId = fields.sessionId;
     this.mounted = fields.mounted;
     this.scopes = fields.scopes;
     this.scopeVersions = fields.scopeVersions;
-    this.provenances = fields.provenances;
     this.fileCount = fields.fileCount;
     this.totalBytes = fields.totalBytes;
     this.inos = fields.inos;
@@ -162,18 +151,12 @@ export class Tree {
       return before?.kind === 'dir' ? before.stat.ino : undefined;
     });
 
-    const provenances = new Map<ScopeName, ProvenanceLookup>();
-    for (const s of scopes) {
-      if (s.provenance !== undefined && !provenances.has(s.scope)) provenances.set(s.scope, ProvenanceLookup.of(s.provenance, fileTable(s)));
-    }
     return new Tree({
       version: plan.version,
-      tag: planTag(plan.version, planProvenanceVersion(plan.scopes)),
       sessionId: plan.sessionId,
       mounted: [...plan.mounted],
       scopes: scopes.map((s) => s.scope),
       scopeVersions: new Map(scopes.map((s) => [s.scope, s.version])),
-      provenances,
       fileCount: fileCount + builder.fileCount,
       totalBytes: totalBytes + builder.totalBytes,
       inos,
@@ -253,16 +236,6 @@ export class Tree {
     return this.scopeVersions.get(scope);
   }
 
-  /** The provenance the plan gave `scope`, or undefined (none given: a control plane that predates it). */
-  scopeProvenance(scope: ScopeName): ScopeProvenance | undefined {
-    return this.provenances.get(scope)?.provenance;
-  }
-
-  /** Where a file of this tree came from, as the plan said; undefined when the plan said nothing. */
-  fileProvenance(node: FileNode): FileProvenance | undefined {
-    return this.provenances.get(node.scope)?.fileProvenance(node.scope, node.scopePath);
-  }
-
   /**
    * This tree minus one scope (a denied open removes it at once; the next plan
    * decides whether it comes back). The version is cleared so the next sync
@@ -293,12 +266,10 @@ export class Tree {
     }
     return new Tree({
       version: '',
-      tag: '',
       sessionId: this.sessionId,
       mounted: this.mounted,
       scopes: this.scopes.filter((s) => s !== scope),
       scopeVersions: new Map([...this.scopeVersions].filter(([s]) => s !== scope)),
-      provenances: new Map([...this.provenances].filter(([s]) => s !== scope)),
       fileCount,
       totalBytes,
       inos: this.inos,

@@ -34,8 +34,6 @@ export const ENOENT = E.ENOENT;
 export const EIO = E.EIO;
 export const ESTALE = E.ESTALE;
 export const EACCES = E.EACCES;
-export const ENODATA = E.ENODATA;
-export const ERANGE = E.ERANGE;
 
 /** Raised inside the filesystem core for conditions with no error code (EISDIR, EBADF, …). */
 export class ErrnoError extends Error {

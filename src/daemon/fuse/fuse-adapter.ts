@@ -41,8 +41,6 @@ interface FuseOps {
   open(path: string, flags: number, cb: Cb<[number]>): void;
   read(path: string, fd: number, buf: Buffer, len: number, pos: number, cb: (bytesOrErr: number) => void): void;
   release(path: string, fd: number, cb: Cb): void;
-  getxattr(path: string, name: string, position: number, cb: Cb<[Buffer]>): void;
-  listxattr(path: string, cb: Cb<[string[]]>): void;
   [writeOp: string]: unknown;
 }
 
@@ -126,8 +124,6 @@ export const OP_KINDS: Readonly<Record<string, FuseOp>> = {
   open: 'open',
   read: 'read',
   release: 'release',
-  getxattr: 'xattr',
-  listxattr: 'xattr',
   ...Object.fromEntries(WRITE_OPS.map((name) => [name, 'write' as const])),
 };
 
@@ -211,27 +207,6 @@ export function buildOps(fs: KnowledgeFilesystem, errors: ErrnoMapper): FuseOps 
     release(_path, fd, cb) {
       fs.release(fd);
       cb(0);
-    },
-    // Answered from the tree (filesystem.ts): fuse-native copies the value into the kernel's buffer, or says its size.
-    getxattr(path, name, _position, cb) {
-      let value: Buffer;
-      try {
-        value = fs.getxattr(path, name);
-      } catch (err) {
-        cb(fail(err));
-        return;
-      }
-      cb(0, value);
-    },
-    listxattr(path, cb) {
-      let names: string[];
-      try {
-        names = fs.listxattr(path);
-      } catch (err) {
-        cb(fail(err));
-        return;
-      }
-      cb(0, names);
     },
   };
   for (const name of WRITE_OPS) {

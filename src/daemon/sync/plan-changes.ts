@@ -10,7 +10,7 @@
 // the request was out) costs one full plan instead. Clients without
 // `planChanges` (in-memory fakes) always get full plans.
 
-import type { HeldScope, KnownScope, Plan, PlanChanges, PlanFile } from '../../core/session/plan.js';
+import type { KnownScope, Plan, PlanChanges, PlanFile } from '../../core/session/plan.js';
 import { isUnchangedScope, resolvePlanChanges } from '../../core/session/plan.js';
 import type { ScopeName } from '../../core/scope.js';
 import type { Tree } from '../../core/tree/tree.js';
@@ -47,17 +47,6 @@ export function knownScopes(tree: Tree): KnownScope[] {
   return known;
 }
 
-/** The provenance versions `tree` holds, as a request names them (`provenance=`). */
-export function knownProvenance(tree: Tree): KnownScope[] {
-  const known: KnownScope[] = [];
-  for (const scope of tree.scopes) {
-    const version = tree.scopeProvenance(scope)?.version;
-    if (version !== undefined) known.push({ scope, version });
-    if (known.length === MAX_KNOWN_SCOPES) break;
-  }
-  return known;
-}
-
 /** Fills each stub from the tree held now, or null when it no longer holds one at its version. */
 export function resolveWithHeld(changes: PlanChanges, tree: Tree): Plan | null {
   const wanted = new Set<ScopeName>();
@@ -65,10 +54,7 @@ export function resolveWithHeld(changes: PlanChanges, tree: Tree): Plan | null {
     if (isUnchangedScope(s) && tree.scopeVersion(s.scope) === s.version) wanted.add(s.scope);
   }
   const files = filesHeld(tree, wanted);
-  return resolvePlanChanges(changes, (scope): HeldScope | undefined => {
-    const held = files.get(scope);
-    return held === undefined ? undefined : { files: held, provenance: tree.scopeProvenance(scope) };
-  });
+  return resolvePlanChanges(changes, (scope) => files.get(scope));
 }
 
 /** A `plan` for the sync loop that asks for changes when the client can. */
@@ -76,13 +62,11 @@ export function planSource(client: ControlClient, held: () => Tree): Pick<Contro
   const changesClient = client as ControlClient & Partial<PlanChangesClient>;
   return {
     async plan(req: PlanRequest): Promise<Plan | null> {
-      const tree = held();
-      const known = knownScopes(tree);
-      const asked = { ...req, provenance: knownProvenance(tree) };
-      if (typeof changesClient.planChanges !== 'function' || known.length === 0) return client.plan(asked);
-      const changes = await changesClient.planChanges(asked, known);
+      const known = knownScopes(held());
+      if (typeof changesClient.planChanges !== 'function' || known.length === 0) return client.plan(req);
+      const changes = await changesClient.planChanges(req, known);
       if (changes === null) return null;
-      return resolveWithHeld(changes, held()) ?? client.plan({ threshold: req.threshold, signal: req.signal, provenance: [] });
+      return resolveWithHeld(changes, held()) ?? client.plan({ threshold: req.threshold, signal: req.signal });
     },
   };
 }

@@ -17,7 +17,6 @@
 // racing can never roll the tree back.
 
 import { isKnowledgeError } from '../../core/errors.js';
-import { planProvenanceVersion, planTag } from '../../core/provenance/provenance.js';
 import type { Plan } from '../../core/session/plan.js';
 import type { ControlClient } from '../control-plane/control-client.js';
 import { abortableSleep } from '../abortable-sleep.js';
@@ -28,7 +27,7 @@ export interface SyncLoopOptions {
   readonly client: Pick<ControlClient, 'plan'>;
   readonly threshold: number;
   readonly intervalMs: number;
-  /** The ETag of the tree now in use (Tree.tag: its version, with its provenance's; '' to force a full plan). */
+  /** The version of the tree now in use ('' to force a full plan). */
   readonly currentVersion: () => string;
   readonly apply: (plan: Plan) => void;
   /** The session was revoked (401): empty the tree. */
@@ -121,7 +120,6 @@ export class SyncLoop {
     if (seq >= this.appliedSeq) this.confirmedAt = Date.now();
     if (plan === null || seq < this.appliedSeq) return;
     this.appliedSeq = seq;
-    // The tag, not the version: a plan whose provenance alone changed (a commit of bytes already served) is applied too.
-    if (planTag(plan.version, planProvenanceVersion(plan.scopes)) !== this.opts.currentVersion()) this.opts.apply(plan);
+    if (plan.version !== this.opts.currentVersion()) this.opts.apply(plan);
   }
 }
