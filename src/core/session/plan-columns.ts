@@ -10,7 +10,6 @@
 
 import type { FileTable } from './file-table.js';
 import type { PlanFile, ScopeSnapshot } from './plan.js';
-import type { ScopeProvenance } from '../provenance/provenance.js';
 import type { ScopeName } from '../scope.js';
 
 /** The `form` query parameter's value that asks for columns. */
@@ -70,7 +69,6 @@ export class ColumnarSnapshot implements ScopeSnapshot {
     readonly version: string,
     readonly totalBytes: number,
     readonly table: FileTable,
-    readonly provenance?: ScopeProvenance | undefined,
   ) {}
 
   get files(): readonly PlanFile[] {

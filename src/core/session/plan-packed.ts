@@ -75,8 +75,8 @@ export function packScope(snapshot: ScopeSnapshot): PackedScope {
 }
 
 /** Magic, the header's length, the header: what comes before the scopes' sections. */
-export function packedPlanPrefix(headerJson: string | Buffer): Buffer {
-  const header = typeof headerJson === 'string' ? Buffer.from(headerJson, 'utf8') : headerJson;
+export function packedPlanPrefix(headerJson: string): Buffer {
+  const header = Buffer.from(headerJson, 'utf8');
   const prefix = Buffer.allocUnsafe(PACKED_HEADER_OFFSET + header.length);
   prefix.write(PACKED_PLAN_MAGIC, 0, 'latin1');
   prefix.writeUInt32LE(header.length, PACKED_PLAN_MAGIC.length);

@@ -7,7 +7,6 @@
 // teams. A scope never enters a plan unless CanLoadScope allowed it.
 
 import { createHash } from 'node:crypto';
-import { provenanceFileCount, type ScopeProvenance } from '../provenance/provenance.js';
 import { ACCOUNT_SCOPE, compareScopes, teamScope, type ScopeName } from '../scope.js';
 
 export interface PlanFile {
@@ -25,8 +24,6 @@ export interface ScopeSnapshot {
   readonly totalBytes: number;
   /** Sorted by path. */
   readonly files: readonly PlanFile[];
-  /** Where the files came from (core/provenance): beside the version, never part of it. */
-  readonly provenance?: ScopeProvenance | undefined;
 }
 
 export type PlanMode = 'all-loadable' | 'bound-and-mounted';
@@ -89,24 +86,20 @@ export function snapshotScope(scope: ScopeName, files: readonly PlanFile[]): Sco
   return { scope, version: scopeVersion(sorted), totalBytes, files: sorted };
 }
 
-/** The index of the file at `path` in a scope's files (sorted by path), or -1. */
-export function fileIndex(files: readonly Pick<PlanFile, 'path'>[], path: string): number {
+/** The file at `path` of a scope's snapshot (binary search: a snapshot's files are sorted by path). */
+export function findFile(snapshot: ScopeSnapshot | undefined, path: string): PlanFile | undefined {
+  if (snapshot === undefined) return undefined;
+  const files = snapshot.files;
   let lo = 0;
   let hi = files.length - 1;
   while (lo <= hi) {
     const mid = (lo + hi) >> 1;
-    const p = (files[mid] as PlanFile).path;
-    if (p === path) return mid;
-    if (p < path) lo = mid + 1;
+    const f = files[mid] as PlanFile;
+    if (f.path === path) return f;
+    if (f.path < path) lo = mid + 1;
     else hi = mid - 1;
   }
-  return -1;
-}
-
-/** The file at `path` of a scope's snapshot (binary search: a snapshot's files are sorted by path). */
-export function findFile(snapshot: ScopeSnapshot | undefined, path: string): PlanFile | undefined {
-  if (snapshot === undefined) return undefined;
-  return snapshot.files[fileIndex(snapshot.files, path)];
+  return undefined;
 }
 
 export interface PlanInput {
@@ -168,14 +161,6 @@ export interface UnchangedScope {
   readonly version: string;
   readonly totalBytes: number;
   readonly unchanged: true;
-  /**
-   * To a client that takes provenance: the scope's provenance version when
-   * the client holds that one (it keeps it), or the provenance itself when
-   * the client holds another (the files are the same, what is said of them
-   * changed).
-   */
-  readonly provenanceVersion?: string;
-  readonly provenance?: ScopeProvenance;
 }
 
 export interface PlanChanges extends Omit<Plan, 'scopes'> {
@@ -191,36 +176,24 @@ export function formatKnownScopes(known: readonly KnownScope[]): string {
   return known.map((k) => `${k.scope}:${k.version.slice(0, KNOWN_VERSION_PREFIX)}`).join(',');
 }
 
-/** What a daemon holds of a scope: its files and the provenance it took with them. */
-export interface HeldScope {
-  readonly files: readonly PlanFile[];
-  readonly provenance?: ScopeProvenance | undefined;
-}
-
 /**
  * The full plan: each stub filled with the files `held` returns for its
- * (scope, version), and the provenance the stub carries or, when it names
- * the version held, the one held. Null when one is not held (the daemon's
- * tree changed while the request was out): the caller then asks for the
- * full plan.
+ * (scope, version). Null when one is not held (the daemon's tree changed
+ * while the request was out): the caller then asks for the full plan.
  */
-export function resolvePlanChanges(changes: PlanChanges, held: (scope: ScopeName, version: string) => HeldScope | undefined): Plan | null {
+export function resolvePlanChanges(
+  changes: PlanChanges,
+  held: (scope: ScopeName, version: string) => readonly PlanFile[] | undefined,
+): Plan | null {
   const scopes: ScopeSnapshot[] = [];
   for (const s of changes.scopes) {
     if (!isUnchangedScope(s)) {
       scopes.push(s);
       continue;
     }
-    const kept = held(s.scope, s.version);
-    if (kept === undefined) return null;
-    let provenance = s.provenance;
-    // A stub's new provenance must cover the files held (its runs were checked against nothing else).
-    if (provenance !== undefined && provenanceFileCount(provenance) !== kept.files.length) return null;
-    if (provenance === undefined && s.provenanceVersion !== undefined) {
-      if (kept.provenance?.version !== s.provenanceVersion) return null;
-      provenance = kept.provenance;
-    }
-    scopes.push({ scope: s.scope, version: s.version, totalBytes: s.totalBytes, files: kept.files, ...(provenance !== undefined ? { provenance } : {}) });
+    const files = held(s.scope, s.version);
+    if (files === undefined) return null;
+    scopes.push({ scope: s.scope, version: s.version, totalBytes: s.totalBytes, files });
   }
   return { ...changes, scopes };
 }

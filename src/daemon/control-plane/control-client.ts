@@ -2,7 +2,7 @@
 // HttpControlClient (http-control-client.ts) is the real one, over HTTP to
 // one or several replicas; tests wrap or fake it.
 
-import type { KnownScope, Plan } from '../../core/session/plan.js';
+import type { Plan } from '../../core/session/plan.js';
 import type { CanLoadRequest, CanLoadResponse, ManifestResponse, ReadRequest, ReadResponse, ReminderResponse, SessionView } from '../../core/wire.js';
 import type { BatchItem } from './batch-stream.js';
 
@@ -20,12 +20,6 @@ export interface PlanRequest {
   readonly etag?: string | undefined;
   /** Long-poll: let the server hold an unchanged answer up to this long. */
   readonly waitMs?: number | undefined;
-  /**
-   * Ask for provenance (every plan of a mount does), naming the provenance
-   * versions held: a stub of a scope held with the same provenance carries
-   * only its version. A control plane that predates provenance ignores it.
-   */
-  readonly provenance?: readonly KnownScope[] | undefined;
   readonly signal?: AbortSignal | undefined;
 }
 

@@ -166,7 +166,6 @@ export class HttpControlClient implements ControlClient {
     // Packed (plan-packed.ts) by Accept; a control plane that predates it answers the `form` asked for, columns,
     // and one that predates columns answers rows. All three are taken.
     let path = `/v1/plan?threshold=${req.threshold}&form=${PLAN_FORM_COLUMNS}${query}`;
-    if (req.provenance !== undefined) path += `&provenance=${encodeURIComponent(formatKnownScopes(req.provenance))}`;
     if (waitMs > 0) path += `&wait=${(waitMs / 1000).toFixed(3).replace(/\.?0+$/, '')}`;
     const headers: Record<string, string> = { accept: PLAN_ACCEPT };
     if (req.etag !== undefined && req.etag !== '') headers['if-none-match'] = `"${req.etag}"`;

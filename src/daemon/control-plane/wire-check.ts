@@ -9,7 +9,6 @@ import { planVersion, scopeVersion, sortedScopeVersion, type Plan, type PlanChan
 import { FileSurveyor, type FileTable } from '../../core/session/file-table.js';
 import { ColumnarSnapshot, ColumnTable, type FileColumns } from '../../core/session/plan-columns.js';
 import { FLOAT64_BYTES, packedScopeVersion, PackedTable } from '../../core/session/plan-packed.js';
-import { parseScopeProvenance, type ScopeProvenance } from '../../core/provenance/provenance.js';
 import { parseScope } from '../../core/scope.js';
 import { isSha256 } from '../../core/sha256.js';
 import { PackedFiles } from './packed-plan.js';
@@ -140,14 +139,6 @@ function checkPacked(p: PackedFiles): FileTable {
   return new PackedTable(text, starts, Buffer.from(p.sha256s), sizes, mtimesMs, surveyed ? surveyor.survey : undefined);
 }
 
-/** A scope's provenance, when it came with one: checked whole (core/provenance), else the plan is refused. */
-function checkProvenance(v: unknown, fileCount: number | undefined): ScopeProvenance | undefined {
-  if (v === undefined) return undefined;
-  const p = parseScopeProvenance(v, fileCount);
-  if (typeof p === 'string') bad(`plan (scope provenance: ${p})`);
-  return p;
-}
-
 function checkScope(v: unknown): ScopeSnapshot {
   if (!isObject(v)) bad('plan (scope)');
   const { scope, version, totalBytes, files, columns, packed } = v;
@@ -157,7 +148,7 @@ function checkScope(v: unknown): ScopeSnapshot {
   if (packed instanceof PackedFiles) {
     const table = checkPacked(packed);
     if (packedScopeVersion(packed.paths, packed.sha256s, packed.count) !== version) bad('plan (scope version does not match its files)');
-    return new ColumnarSnapshot(scope, version, totalBytes, table, checkProvenance(v.provenance, packed.count));
+    return new ColumnarSnapshot(scope, version, totalBytes, table);
   }
   if (packed !== undefined) bad('plan (scope fields)');
   // Rows (`files`) or columns, never both: a scope must not say two things about its files.
@@ -167,14 +158,13 @@ function checkScope(v: unknown): ScopeSnapshot {
     const c = checkColumns(columns);
     const hashed = sortedScopeVersion(c.paths.length, (i) => c.paths[i] as string, (i) => c.sha256s[i] as string);
     if (hashed !== version) bad('plan (scope version does not match its files)');
-    return new ColumnarSnapshot(scope, version, totalBytes, new ColumnTable(c), checkProvenance(v.provenance, c.paths.length));
+    return new ColumnarSnapshot(scope, version, totalBytes, new ColumnTable(c));
   }
   const checked = files.map(checkFile);
   // The version hashes every (path, sha256): a byte changed on the way (a
   // flipped file name still parses) must not become a phantom entry.
   if (scopeVersion(checked) !== version) bad('plan (scope version does not match its files)');
-  const provenance = checkProvenance(v.provenance, checked.length);
-  return { scope, version, totalBytes, files: checked, ...(provenance !== undefined ? { provenance } : {}) };
+  return { scope, version, totalBytes, files: checked };
 }
 
 export function checkPlan(v: unknown): Plan {
@@ -190,20 +180,10 @@ export function checkPlan(v: unknown): Plan {
 
 function checkScopeOrStub(v: unknown): ScopeSnapshot | UnchangedScope {
   if (!isObject(v) || v.unchanged === undefined) return checkScope(v);
-  const { scope, version, totalBytes, unchanged, provenanceVersion } = v;
+  const { scope, version, totalBytes, unchanged } = v;
   if (unchanged !== true || typeof scope !== 'string' || parseScope(scope) === null) bad('plan (unchanged scope)');
   if (!isSha256(version) || !isCount(totalBytes)) bad('plan (unchanged scope fields)');
-  if (provenanceVersion !== undefined && (!isSha256(provenanceVersion) || v.provenance !== undefined)) bad('plan (unchanged scope provenance)');
-  // The files are the ones held: the runs are checked against them when the stub is filled (resolvePlanChanges).
-  const provenance = checkProvenance(v.provenance, undefined);
-  return {
-    scope,
-    version,
-    totalBytes,
-    unchanged: true,
-    ...(provenanceVersion !== undefined ? { provenanceVersion } : {}),
-    ...(provenance !== undefined ? { provenance } : {}),
-  };
+  return { scope, version, totalBytes, unchanged: true };
 }
 
 /** A plan whose scopes may be stubs (`unchanged`); the plan version still covers every scope's version. */

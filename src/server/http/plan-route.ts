@@ -30,15 +30,6 @@
 // instead (plan-packed.ts), whatever its `form`: the mount daemon asks for
 // both, so a control plane that predates the packed form answers columns,
 // and one that predates columns answers rows.
-//
-// `provenance=scope:version-prefix,…` (possibly empty) says the client takes
-// provenance and names the provenance it holds: each scope then carries its
-// `provenance` (core/provenance), in every form (the packed form's header
-// has it), and a stub carries either the provenance version the client
-// holds or the provenance that replaced it. The ETag of such a request also
-// covers provenance (planTag), so a commit of bytes already served ends a
-// long-poll; a request without the parameter gets the answer, and the
-// ETag, it always got.
 
 import { KnowledgeError } from '../../core/errors.js';
 import { CONTROL_PLANE_METRICS } from '../../core/metrics.js';
@@ -47,7 +38,6 @@ import type { Decision } from '../../core/session/policy.js';
 import { buildPlan, KNOWN_VERSION_PREFIX, snapshotScope, type Plan, type ScopeSnapshot, type UnchangedScope } from '../../core/session/plan.js';
 import { columnarScope, PLAN_FORM_COLUMNS } from '../../core/session/plan-columns.js';
 import { PACKED_PLAN_TYPE, packedPlanPrefix, packScope, type PackedScope } from '../../core/session/plan-packed.js';
-import { planProvenanceVersion, planTag } from '../../core/provenance/provenance.js';
 import { parseScope, teamScope } from '../../core/scope.js';
 import { empty, jsonResponse, rawJsonResponse, type ApiRequest, type ApiResponse } from './api.js';
 import { audit, boundScopes, decider, type RouteContext } from '../context.js';
@@ -58,17 +48,10 @@ export const DEFAULT_PLAN_THRESHOLD = 256 * 1024 * 1024;
 
 export type PlanForm = 'rows' | typeof PLAN_FORM_COLUMNS;
 
-/** What a plan request asked for, besides its scopes: the form, and (for a client that takes provenance) what it holds. */
-interface Encoding {
-  readonly form: PlanForm;
-  /** scope → provenance version prefix held; undefined for a client that does not take provenance. */
-  readonly provenance: ReadonlyMap<string, string> | undefined;
-}
-
-// A scope's JSON, encoded once per snapshot, form and provenance: a
-// 100 000-file plan is 16 MB, and building and encoding it again for every
-// runner cost more than the rest of the request.
-const scopeJson = new Map<string, WeakMap<ScopeSnapshot, Buffer>>();
+// A scope's JSON, encoded once per snapshot and form: a 100 000-file plan is
+// 16 MB, and building and encoding it again for every runner cost more than
+// the rest of the request.
+const scopeJson: Record<PlanForm, WeakMap<ScopeSnapshot, Buffer>> = { rows: new WeakMap(), columns: new WeakMap() };
 const COMMA = Buffer.from(',');
 const PLAN_END = Buffer.from(']}');
 
@@ -82,22 +65,8 @@ function once<T>(cache: WeakMap<ScopeSnapshot, T>, s: ScopeSnapshot, make: (s: S
   return made;
 }
 
-function cacheOf(key: string): WeakMap<ScopeSnapshot, Buffer> {
-  let cache = scopeJson.get(key);
-  if (cache === undefined) scopeJson.set(key, (cache = new WeakMap()));
-  return cache;
-}
-
-/** The scope's fields in the form asked, its provenance when asked for (never the snapshot itself: it may carry more). */
-function scopeFields(s: ScopeSnapshot, form: PlanForm | 'packed', withProvenance: boolean): object {
-  const provenance = withProvenance && s.provenance !== undefined ? { provenance: s.provenance } : {};
-  if (form === 'packed') return { ...once(packedScopes, s, packScope).head, ...provenance };
-  if (form === PLAN_FORM_COLUMNS) return { ...columnarScope(s), ...provenance };
-  return { scope: s.scope, version: s.version, totalBytes: s.totalBytes, files: s.files, ...provenance };
-}
-
-function encodeScope(s: ScopeSnapshot, form: PlanForm | 'packed', withProvenance: boolean): Buffer {
-  return once(cacheOf(`${form}${withProvenance ? '+p' : ''}`), s, () => Buffer.from(JSON.stringify(scopeFields(s, form, withProvenance))));
+function encodeScope(s: ScopeSnapshot, form: PlanForm): Buffer {
+  return once(scopeJson[form], s, () => Buffer.from(JSON.stringify(form === PLAN_FORM_COLUMNS ? columnarScope(s) : s)));
 }
 
 const packedScopes = new WeakMap<ScopeSnapshot, PackedScope>();
@@ -105,45 +74,40 @@ const packedScopes = new WeakMap<ScopeSnapshot, PackedScope>();
 const planHead = (plan: Plan) => ({ sessionId: plan.sessionId, version: plan.version, threshold: plan.threshold, mode: plan.mode, mounted: plan.mounted });
 
 /** The stub a scope the client holds at this version is sent as, or undefined when it must be sent whole. */
-function stubFor(s: ScopeSnapshot, known: ReadonlyMap<string, string>, provenance: ReadonlyMap<string, string> | undefined): UnchangedScope | undefined {
+function stubFor(s: ScopeSnapshot, known: ReadonlyMap<string, string>): UnchangedScope | undefined {
   const prefix = known.get(s.scope);
   if (prefix === undefined || !s.version.startsWith(prefix)) return undefined;
-  const stub: UnchangedScope = { scope: s.scope, version: s.version, totalBytes: s.totalBytes, unchanged: true };
-  if (provenance === undefined || s.provenance === undefined) return stub;
-  const held = provenance.get(s.scope);
-  return held !== undefined && s.provenance.version.startsWith(held) ? { ...stub, provenanceVersion: s.provenance.version } : { ...stub, provenance: s.provenance };
+  return { scope: s.scope, version: s.version, totalBytes: s.totalBytes, unchanged: true };
 }
 
 /** The plan's JSON as pieces sent one after another (no 16 MB copy per answer). */
-function serializePlan(plan: Plan, known: ReadonlyMap<string, string>, encoding: Encoding): Buffer[] {
+function serializePlan(plan: Plan, known: ReadonlyMap<string, string>, form: PlanForm): Buffer[] {
   const head = JSON.stringify(planHead(plan));
   const parts: Buffer[] = [Buffer.from(`${head.slice(0, -1)},"scopes":[`)];
   for (const s of plan.scopes) {
     if (parts.length > 1) parts.push(COMMA);
-    const stub = stubFor(s, known, encoding.provenance);
-    parts.push(stub === undefined ? encodeScope(s, encoding.form, encoding.provenance !== undefined) : Buffer.from(JSON.stringify(stub)));
+    const stub = stubFor(s, known);
+    parts.push(stub === undefined ? encodeScope(s, form) : Buffer.from(JSON.stringify(stub)));
   }
   parts.push(PLAN_END);
   return parts;
 }
 
 /** The packed plan as pieces: its header, then the sections of each scope sent whole, each packed once per snapshot. */
-export function serializePackedPlan(plan: Plan, known: ReadonlyMap<string, string> = new Map(), provenance?: ReadonlyMap<string, string>): Buffer[] {
-  const head = JSON.stringify(planHead(plan));
-  const scopes: Buffer[] = [];
+export function serializePackedPlan(plan: Plan, known: ReadonlyMap<string, string> = new Map()): Buffer[] {
+  const scopes: unknown[] = [];
   const sections: Buffer[] = [];
   for (const s of plan.scopes) {
-    if (scopes.length > 0) scopes.push(COMMA);
-    const stub = stubFor(s, known, provenance);
+    const stub = stubFor(s, known);
     if (stub !== undefined) {
-      scopes.push(Buffer.from(JSON.stringify(stub)));
+      scopes.push(stub);
       continue;
     }
-    scopes.push(encodeScope(s, 'packed', provenance !== undefined));
-    sections.push(once(packedScopes, s, packScope).sections);
+    const packed = once(packedScopes, s, packScope);
+    scopes.push(packed.head);
+    sections.push(packed.sections);
   }
-  const header = Buffer.concat([Buffer.from(`${head.slice(0, -1)},"scopes":[`), ...scopes, PLAN_END]);
-  return [packedPlanPrefix(header), ...sections];
+  return [packedPlanPrefix(JSON.stringify({ ...planHead(plan), scopes })), ...sections];
 }
 
 /** Whether an Accept header names the packed form (with a q above 0). */
@@ -208,23 +172,18 @@ function parseWait(text: string | null, maxMs: number): number {
 
 const KNOWN_ENTRY = new RegExp(`^([^:]+):([0-9a-f]{${KNOWN_VERSION_PREFIX},64})$`);
 
-/** `known=` (or `provenance=`) → scope → version prefix. */
-function parseKnown(text: string | null, name = 'known'): Map<string, string> {
+/** `known=` → scope → version prefix. */
+function parseKnown(text: string | null): Map<string, string> {
   const known = new Map<string, string>();
   if (text === null || text === '') return known;
   for (const item of text.split(',')) {
     const m = KNOWN_ENTRY.exec(item);
     if (m === null || parseScope(m[1] as string) === null) {
-      throw new KnowledgeError('invalid_argument', `${name} must list scope:version pairs like "account:${'0'.repeat(KNOWN_VERSION_PREFIX)}" (at least ${KNOWN_VERSION_PREFIX} hex digits), got "${item.slice(0, 100)}"`);
+      throw new KnowledgeError('invalid_argument', `known must list scope:version pairs like "account:${'0'.repeat(KNOWN_VERSION_PREFIX)}" (at least ${KNOWN_VERSION_PREFIX} hex digits), got "${item.slice(0, 100)}"`);
     }
     known.set(m[1] as string, m[2] as string);
   }
   return known;
-}
-
-/** The ETag of `plan` for this request: with the plan's provenance for a client that takes it. */
-function tagOf(plan: Plan, encoding: Encoding): string {
-  return `"${encoding.provenance === undefined ? plan.version : planTag(plan.version, planProvenanceVersion(plan.scopes))}"`;
 }
 
 function etagMatches(header: string | undefined, etag: string): boolean {
@@ -240,8 +199,6 @@ export async function planRoute(ctx: RouteContext, session: SessionRecord, req: 
   const waitMs = parseWait(req.query.get('wait'), ctx.options.maxWaitMs);
   const known = parseKnown(req.query.get('known'));
   const form = parsePlanForm(req.query.get('form'));
-  const provenanceText = req.query.get('provenance');
-  const encoding: Encoding = { form, provenance: provenanceText === null ? undefined : parseKnown(provenanceText, 'provenance') };
   const packed = acceptsPackedPlan(req.accept);
   // A request that may wait holds a long-poll from before its first plan, so no change in between is missed.
   const poll = waitMs > 0 && req.ifNoneMatch !== undefined ? ctx.wakeups.begin(session.id) : undefined;
@@ -257,7 +214,7 @@ export async function planRoute(ctx: RouteContext, session: SessionRecord, req: 
     const membership = ctx.options.membershipUrl === undefined ? ctx.membership : recheckedMembership(ctx.membership, recheckMs, ctx.options.now);
     let mark = poll?.mark();
     let { plan, decisions } = await computePlan(ctx, session, threshold, membership);
-    let etag = tagOf(plan, encoding);
+    let etag = `"${plan.version}"`;
     if (etagMatches(req.ifNoneMatch, etag)) {
       const deadline = Date.now() + waitMs;
       let unchanged = true;
@@ -268,7 +225,7 @@ export async function planRoute(ctx: RouteContext, session: SessionRecord, req: 
           if (req.signal.aborted) break; // client gone or server closing
           mark = poll.mark();
           ({ plan, decisions } = await computePlan(ctx, session, threshold, membership));
-          etag = tagOf(plan, encoding);
+          etag = `"${plan.version}"`;
           unchanged = etagMatches(req.ifNoneMatch, etag);
         }
       } finally {
@@ -281,8 +238,8 @@ export async function planRoute(ctx: RouteContext, session: SessionRecord, req: 
     // The same URL answers JSON or the packed form by Accept: a cache must keep them apart.
     const headers = { etag, 'cache-control': 'no-cache', vary: 'accept' };
     for (const d of decisions) audit(ctx, session, 'plan', d);
-    if (packed) return { status: 200, headers: { 'content-type': PACKED_PLAN_TYPE, ...headers }, body: serializePackedPlan(plan, known, encoding.provenance) };
-    return rawJsonResponse(200, serializePlan(plan, known, encoding), headers);
+    if (packed) return { status: 200, headers: { 'content-type': PACKED_PLAN_TYPE, ...headers }, body: serializePackedPlan(plan, known) };
+    return rawJsonResponse(200, serializePlan(plan, known, form), headers);
   } finally {
     poll?.end();
   }
